@@ -1,0 +1,111 @@
+"""Reading audio files into 16 kHz mono float32, with one-line errors for bad input."""
+
+from __future__ import annotations
+
+import os
+import wave
+from pathlib import Path
+
+import numpy as np
+
+from app.errors import UserError
+
+SR = 16000
+MAX_FILE_SECONDS = 6 * 3600  # a longer file is refused rather than exhausting memory
+
+
+def _display(path) -> str:
+    return os.fsdecode(path).encode("utf-8", "replace").decode("utf-8")
+
+
+def load_audio(path: str | os.PathLike) -> np.ndarray:
+    p = Path(path)
+    name = _display(p)
+    if not p.exists():
+        raise UserError(f"{name}: no such file")
+    if p.is_dir():
+        raise UserError(f"{name}: is a folder, not an audio file")
+    if not os.access(p, os.R_OK):
+        raise UserError(f"{name}: permission denied")
+    if p.stat().st_size == 0:
+        raise UserError(f"{name}: the file is empty")
+    audio, sr = _read_soundfile(p)
+    if audio is None:
+        audio, sr = _read_av(p, name)
+    if audio.size == 0:
+        raise UserError(f"{name}: contains no audio samples")
+    if audio.ndim == 2:
+        audio = audio.mean(axis=1)
+    audio = np.ascontiguousarray(audio, dtype=np.float32)
+    if not np.isfinite(audio).all():
+        raise UserError(f"{name}: contains invalid (NaN/Inf) samples")
+    if len(audio) / sr > MAX_FILE_SECONDS:
+        raise UserError(f"{name}: longer than {MAX_FILE_SECONDS // 3600} hours; split it first")
+    if sr != SR:
+        audio = resample(audio, sr, SR)
+    return audio
+
+
+def resample(audio: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
+    import soxr
+
+    return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32)
+
+
+def _read_soundfile(p: Path):
+    import soundfile as sf
+
+    try:
+        with sf.SoundFile(str(p)) as f:
+            if f.frames > MAX_FILE_SECONDS * f.samplerate:
+                raise UserError(f"{_display(p)}: longer than {MAX_FILE_SECONDS // 3600} hours; split it first")
+            data = f.read(dtype="float32", always_2d=True)
+            return data, f.samplerate
+    except UserError:
+        raise
+    except (RuntimeError, sf.LibsndfileError, TypeError, ValueError):
+        return None, None
+
+
+def _read_av(p: Path, name: str):
+    try:
+        import av
+    except ImportError:  # pragma: no cover - av comes with faster-whisper
+        raise UserError(f"{name}: unsupported audio format") from None
+    try:
+        with av.open(str(p), metadata_errors="ignore") as container:
+            if not container.streams.audio:
+                raise UserError(f"{name}: has no audio stream (is it an audio file?)")
+            stream = container.streams.audio[0]
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=SR)
+            parts = []
+            for frame in container.decode(stream):
+                for out in resampler.resample(frame):
+                    parts.append(out.to_ndarray().reshape(-1))
+            for out in resampler.resample(None):
+                parts.append(out.to_ndarray().reshape(-1))
+    except UserError:
+        raise
+    except Exception as e:  # av raises many error types for corrupt input
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"{name}: not a readable audio file ({msg})") from None
+    if not parts:
+        raise UserError(f"{name}: contains no audio samples")
+    return np.concatenate(parts).astype(np.float32), SR
+
+
+def write_wav(path: str | os.PathLike, audio: np.ndarray, sr: int) -> None:
+    """16-bit PCM WAV, written to a temporary name and renamed so a failure leaves nothing half-written."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".part")
+    pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2")
+    try:
+        with wave.open(str(tmp), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(sr)
+            w.writeframes(pcm.tobytes())
+        os.replace(tmp, p)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{_display(p)}: cannot write ({e.strerror})") from None

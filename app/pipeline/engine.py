@@ -1,0 +1,321 @@
+"""Wiring of the streaming pipeline (and the serial cascade used for comparison)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from app.pipeline.latency import ArrivalClock, LatencyTracker
+from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation, join_words
+from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend
+from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock
+from app.pipeline.ringbuffer import AudioRing
+from app.pipeline.segmenter import Segmenter, SegmenterConfig
+from app.pipeline.stages import (
+    ASRConfig,
+    ASRStage,
+    LatestValue,
+    MTConfig,
+    MTStage,
+    TTSConfig,
+    TTSStage,
+    clauses,
+)
+
+log = logging.getLogger("relay.pipeline")
+SR = 16000
+
+
+class PipelineError(RuntimeError):
+    pass
+
+
+class EventBus:
+    """Observers see every event, one at a time, in publish order (calls are serialised)."""
+
+    def __init__(self):
+        self._observers: list[Callable] = []
+        self._lock = threading.RLock()
+        self.failures: list[tuple[str, BaseException]] = []
+
+    def subscribe(self, fn: Callable) -> None:
+        with self._lock:
+            self._observers.append(fn)
+
+    def publish(self, event) -> None:
+        with self._lock:
+            for fn in list(self._observers):
+                try:
+                    fn(event)
+                except Exception:  # an observer must never take a stage down
+                    log.exception("observer failed on %s", type(event).__name__)
+
+    def fail(self, stage: str, err: BaseException) -> None:
+        with self._lock:
+            self.failures.append((stage, err))
+
+
+@dataclass
+class PipelineConfig:
+    asr: ASRConfig = field(default_factory=ASRConfig)
+    mt: MTConfig = field(default_factory=MTConfig)
+    tts: TTSConfig = field(default_factory=TTSConfig)
+    segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    ring_seconds: float = 120.0
+    seg_queue: int = 16
+    tts_queue: int = 16
+
+
+class SessionRecord:
+    """Observer that keeps what a session produced, in memory only."""
+
+    def __init__(self):
+        self.segments: list[dict] = []
+        self._by_seq: dict[int, dict] = {}
+        self.dub: list[DubChunk] = []
+        self.committed_words = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, ev) -> None:
+        with self._lock:
+            if isinstance(ev, CommittedWords):
+                self.committed_words += len(ev.words)
+            elif isinstance(ev, Segment):
+                d = {"seq": ev.seq, "src_start": round(ev.src_start, 3), "src_end": round(ev.src_end, 3),
+                     "source": ev.text, "target": None, "emitted_at": None, "reason": ev.reason,
+                     "sentence_end": ev.sentence_end, "committed_at": round(ev.emitted_at, 3)}
+                self._by_seq[ev.seq] = d
+                self.segments.append(d)
+            elif isinstance(ev, Translation) and not ev.preview:
+                d = self._by_seq.get(ev.seq)
+                if d is not None:
+                    d["target"] = ev.target
+                    d["emitted_at"] = round(ev.emitted_at, 3)
+            elif isinstance(ev, DubChunk) and not ev.skipped:
+                self.dub.append(ev)
+
+    def dub_timeline(self, arrival_start: float, realtime: bool) -> tuple[np.ndarray, int] | None:
+        """The dub on the source timeline, silence elsewhere. Real time: a chunk that started
+        playing at wall time ``start_at`` lands at source time ``start_at - arrival_start``.
+        Fast mode has no such wall mapping: chunks start at their segment's source end, in order."""
+        chunks = [c for c in self.dub if len(c.audio)]
+        if not chunks:
+            return None
+        sr = chunks[0].sample_rate
+        placed = []
+        cursor = 0.0
+        for c in chunks:
+            t = c.start_at - arrival_start if realtime else max(c.src_end, cursor)
+            t = max(t, cursor)
+            placed.append((t, c.audio))
+            cursor = t + len(c.audio) / sr
+        out = np.zeros(int(cursor * sr) + sr // 10, dtype=np.float32)
+        for t, audio in placed:
+            i = int(round(t * sr))
+            out[i : i + len(audio)] += audio[: len(out) - i]
+        np.clip(out, -1.0, 1.0, out=out)
+        return out, sr
+
+
+class StreamingPipeline:
+    """ASR → MT → TTS, each in its own thread, joined by bounded queues."""
+
+    def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
+                 vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None):
+        self.cfg = cfg or PipelineConfig()
+        self.clock = clock or MonotonicClock()
+        self.bus = EventBus()
+        self.arrival = ArrivalClock()
+        self.tracker = LatencyTracker(self.arrival)
+        self.record = SessionRecord()
+        self.bus.subscribe(self.tracker)
+        self.bus.subscribe(self.record)
+        self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
+        self.seg_q: BoundedQueue = BoundedQueue(self.cfg.seg_queue, FullPolicy.BLOCK, "segments")
+        self.preview = LatestValue() if mt is not None and self.cfg.mt.previews else None
+        self.tts_q: BoundedQueue | None = (
+            BoundedQueue(self.cfg.tts_queue, FullPolicy.BLOCK, "translations") if tts is not None else None
+        )
+        self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)
+        self.asr_stage = ASRStage(self.ring, asr, vad, self.segmenter, self.seg_q, self.preview,
+                                  self.cfg.asr, self.bus, self.clock)
+        self.mt_stage = MTStage(mt, self.seg_q, self.preview, self.tts_q, self.asr_stage.control,
+                                self.cfg.mt, self.bus, self.clock)
+        self.tts_stage = (
+            TTSStage(tts, self.tts_q, self.mt_stage.control, self.cfg.tts, self.bus, self.clock,
+                     self.arrival.played_at)
+            if tts is not None else None
+        )
+        self.stages = [s for s in (self.asr_stage, self.mt_stage, self.tts_stage) if s is not None]
+        self.started_at = 0.0
+        self.finished_at = 0.0
+        self.first_audio_at: float | None = None
+        self._stopped = False
+
+    def start(self) -> None:
+        self.started_at = self.clock.now()
+        for s in self.stages:
+            s.start()
+
+    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False) -> None:
+        """Called by the capture or the file feeder with 16 kHz mono float32."""
+        if wait_if_full:  # fast mode: never overwrite audio the ASR has not read yet
+            while (self.ring.written + len(samples) - self.asr_stage.window_start
+                   > self.ring.capacity * 0.9) and self.asr_stage.is_alive():
+                threading.Event().wait(0.01)
+        if self.first_audio_at is None:
+            self.first_audio_at = self.clock.now()
+        self.ring.write(samples)
+        self.arrival.record(self.ring.written, self.clock.now())
+
+    def finish(self, timeout: float = 600.0) -> None:
+        """End of input: stages commit what is left, translate and speak it, then stop."""
+        self.ring.close()
+        for s in self.stages:
+            s.join(timeout)
+        self.finished_at = self.clock.now()
+        alive = [s.name for s in self.stages if s.is_alive()]
+        if alive:
+            raise PipelineError(f"stage(s) did not stop in {timeout:.0f} s: {', '.join(alive)}")
+        if self.bus.failures:
+            stage, err = self.bus.failures[0]
+            raise PipelineError(f"{stage} stage failed: {err}")
+
+    def failed(self) -> bool:
+        return bool(self.bus.failures)
+
+    def stage_stats(self) -> dict:
+        out = {}
+        for s in self.stages:
+            out[s.name] = {"busy_s": round(s.busy_s, 3)}
+        out["asr"].update(steps=self.asr_stage.steps, overruns=self.asr_stage.cursor.overruns)
+        out["mt"].update(translations=self.mt_stage.translations,
+                         previews_coalesced=self.preview.coalesced if self.preview else 0)
+        if self.tts_stage is not None:
+            out["tts"].update(chunks=self.tts_stage.chunks, skipped=self.tts_stage.skipped)
+        out["queues"] = {"segments_max_depth": self.seg_q.max_depth,
+                         "translations_max_depth": self.tts_q.max_depth if self.tts_q else 0}
+        return out
+
+
+class SerialCascade:
+    """The classic cascade: wait for the end of each utterance (VAD), then recognise it whole,
+    translate it whole and synthesise it whole, one after the other, in one worker."""
+
+    def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
+                 vad: VADBackend, cfg: PipelineConfig | None = None, clock=None):
+        self.cfg = cfg or PipelineConfig()
+        self.clock = clock or MonotonicClock()
+        self.asr, self.mt, self.tts, self.vad = asr, mt, tts, vad
+        self.bus = EventBus()
+        self.arrival = ArrivalClock()
+        self.tracker = LatencyTracker(self.arrival)
+        self.record = SessionRecord()
+        self.bus.subscribe(self.tracker)
+        self.bus.subscribe(self.record)
+        self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
+        self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)
+        self._thread = threading.Thread(target=self._run, name="serial", daemon=True)
+        self.first_audio_at: float | None = None
+        self.started_at = self.finished_at = 0.0
+        self._dub_end = 0.0
+        self._seq = 0
+        self.utterances = 0
+
+    def start(self) -> None:
+        self.started_at = self.clock.now()
+        self._thread.start()
+
+    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False) -> None:
+        if self.first_audio_at is None:
+            self.first_audio_at = self.clock.now()
+        self.ring.write(samples)
+        self.arrival.record(self.ring.written, self.clock.now())
+
+    def finish(self, timeout: float = 600.0) -> None:
+        self.ring.close()
+        self._thread.join(timeout)
+        self.finished_at = self.clock.now()
+        if self._thread.is_alive():
+            raise PipelineError("serial cascade did not stop in time")
+        if self.bus.failures:
+            stage, err = self.bus.failures[0]
+            raise PipelineError(f"{stage} failed: {err}")
+
+    def failed(self) -> bool:
+        return bool(self.bus.failures)
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:
+            log.exception("serial cascade failed")
+            self.bus.fail("serial", e)
+
+    def _loop(self) -> None:
+        fs = self.vad.frame_samples
+        pos = 0
+        utt_start = None
+        last_speech = 0
+        pause = int(self.cfg.asr.pause_s * SR)
+        while True:
+            have = self.ring.wait_for(pos + fs, timeout=0.05)
+            if not have and not self.ring.closed:
+                continue
+            end = (self.ring.written // fs) * fs
+            if end > pos:
+                probs = self.vad.process(np.ascontiguousarray(self.ring.read(pos, end)))
+                for i, p in enumerate(probs):
+                    t = pos + i * fs
+                    if p > self.cfg.asr.vad_threshold:
+                        if utt_start is None:
+                            utt_start = max(0, t - int(0.2 * SR))
+                        last_speech = t + fs
+                    elif utt_start is not None and t + fs - last_speech >= pause:
+                        self._utterance(utt_start, min(last_speech + int(0.25 * SR), t + fs))
+                        utt_start = None
+                pos = end
+            if self.ring.closed and self.ring.written - pos < fs:
+                if utt_start is not None:
+                    self._utterance(utt_start, self.ring.written)
+                break
+
+    def _utterance(self, start: int, end: int) -> None:
+        self.utterances += 1
+        audio = np.array(self.ring.read(start, end))
+        words = self.asr.transcribe_utterance(audio)
+        off = start / SR
+        from app.pipeline.protocols import Word
+        words = [Word(w.text, w.start + off, w.end + off, w.probability) for w in words]
+        now = self.clock.now()
+        if not words:
+            return
+        self.bus.publish(CommittedWords(tuple(words), tuple(now for _ in words), now, True))
+        seg = Segment(self._seq, tuple(words), "pause", True, now, self.segmenter.cfg.lang)
+        self._seq += 1
+        self.bus.publish(seg)
+        started = self.clock.now()
+        target = self.mt.translate(seg.text, beam_size=self.cfg.mt.beam_size) if self.mt else seg.text
+        done = self.clock.now()
+        tr = Translation(seg.seq, seg.text, target, seg.src_start, seg.src_end, done, False,
+                         seg.emitted_at, started, seg)
+        self.bus.publish(tr)
+        if self.tts is None or not target.strip():
+            return
+        audio_parts = []
+        for clause in clauses(target):
+            audio_parts += list(self.tts.synthesize(clause))
+        ready = self.clock.now()
+        full = np.concatenate(audio_parts) if audio_parts else np.zeros(0, np.float32)
+        start_at = max(ready, self._dub_end)
+        self._dub_end = start_at + len(full) / self.tts.sample_rate
+        self.bus.publish(DubChunk(seg.seq, full, self.tts.sample_rate, target, ready, start_at, True,
+                                  seg.src_end))
+
+    def stage_stats(self) -> dict:
+        return {"serial": {"utterances": self.utterances}}
+

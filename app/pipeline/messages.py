@@ -1,0 +1,135 @@
+"""Typed, timestamped messages that flow between stages and out to observers.
+
+Times: ``src_*`` are seconds on the source audio timeline (sample index / 16 kHz); ``*_at`` are
+wall times from the pipeline's monotonic clock (seconds since the session started).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from app.pipeline.protocols import Word
+
+
+@dataclass(frozen=True)
+class TentativeText:
+    """The current unstable tail of recognition; replaced by the next one (coalesced)."""
+
+    words: tuple[Word, ...]
+    committed_context: str  # the open sentence's committed text, for a preview translation
+    emitted_at: float
+
+    @property
+    def text(self) -> str:
+        return join_words(self.words)
+
+
+@dataclass(frozen=True)
+class CommittedWords:
+    """Words that will never change again, with the time each first appeared in a hypothesis."""
+
+    words: tuple[Word, ...]
+    first_seen_at: tuple[float, ...]
+    emitted_at: float
+    pause_after: bool = False  # a VAD pause follows the last word
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A translatable piece of committed source text."""
+
+    seq: int
+    words: tuple[Word, ...]
+    reason: str  # punctuation | pause | completeness | max_length | flush
+    sentence_end: bool  # the next segment starts a new sentence
+    emitted_at: float
+    lang: str = ""
+
+    @property
+    def text(self) -> str:
+        return join_words(self.words, self.lang)
+
+    @property
+    def src_start(self) -> float:
+        return self.words[0].start if self.words else 0.0
+
+    @property
+    def src_end(self) -> float:
+        return self.words[-1].end if self.words else 0.0
+
+
+@dataclass(frozen=True)
+class Translation:
+    """Target text for a segment. ``preview`` translations are tentative and replaced later."""
+
+    seq: int
+    source: str
+    target: str  # the new target text this segment adds (committed) or the preview tail
+    src_start: float
+    src_end: float
+    emitted_at: float
+    preview: bool = False
+    queued_at: float = 0.0
+    started_at: float = 0.0
+    segment: Segment | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class DubChunk:
+    """Synthesised speech for (part of) a committed translation."""
+
+    seq: int
+    audio: np.ndarray = field(repr=False)
+    sample_rate: int
+    text: str
+    ready_at: float  # wall time the chunk existed
+    start_at: float  # wall time it starts playing on the dub timeline
+    first_of_segment: bool
+    src_end: float
+    speed: float = 1.0
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    at: float
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+class Control(Enum):
+    STOP = "stop"
+    FLUSH = "flush"
+    SLOW_DOWN = "slow_down"
+    RESUME_NORMAL = "resume_normal"
+
+
+@dataclass(frozen=True)
+class ControlMessage:
+    kind: Control
+    reason: str = ""
+
+
+_CJK_RANGES = ((0x3000, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF))
+
+
+def _is_cjk(ch: str) -> bool:
+    o = ord(ch)
+    return any(a <= o <= b for a, b in _CJK_RANGES)
+
+
+def join_words(words, lang: str = "") -> str:
+    """Join recognised words: no spaces between CJK characters, single spaces otherwise."""
+    out = ""
+    for w in words:
+        t = w.text.strip()
+        if not t:
+            continue
+        if out and not (_is_cjk(out[-1]) or _is_cjk(t[0])):
+            out += " "
+        out += t
+    return out

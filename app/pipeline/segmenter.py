@@ -1,0 +1,86 @@
+"""Dynamic segmentation of committed words into translatable pieces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.pipeline.messages import Segment, join_words
+from app.pipeline.protocols import Word
+
+SENTENCE_END = set("。！？!?.…")
+CLAUSE_END = set("，、；：,;:")
+
+
+@dataclass
+class SegmenterConfig:
+    lang: str = "zh"
+    min_clause_units: int = 6  # a clause boundary needs at least this many units (CJK chars or words)
+    max_units: int = 28  # cut here even without punctuation
+    max_duration_s: float = 6.0
+    completeness_threshold: float = 0.7
+
+
+def units(text: str, lang: str) -> int:
+    if lang in ("zh", "ja"):
+        return sum(1 for c in text if not c.isspace() and c not in SENTENCE_END | CLAUSE_END)
+    return len(text.split())
+
+
+class Segmenter:
+    """Boundary on sentence punctuation, on a VAD pause, on a completeness score (a clause mark
+    after a long-enough clause), or at a maximum length/duration."""
+
+    def __init__(self, config: SegmenterConfig, clock_now):
+        self.cfg = config
+        self._now = clock_now
+        self._pending: list[Word] = []
+        self._seq = 0
+        self.durations: list[float] = []
+
+    def completeness(self, words: list[Word]) -> float:
+        if not words:
+            return 0.0
+        last = words[-1].text.strip()
+        n = units(join_words(words, self.cfg.lang), self.cfg.lang)
+        if last and last[-1] in SENTENCE_END:
+            return 1.0
+        if last and last[-1] in CLAUSE_END:
+            return min(1.0, 0.5 + 0.5 * n / max(1, self.cfg.min_clause_units))
+        return 0.0
+
+    def _emit(self, reason: str, sentence_end: bool) -> Segment:
+        seg = Segment(self._seq, tuple(self._pending), reason, sentence_end, self._now(), self.cfg.lang)
+        self._seq += 1
+        self.durations.append(seg.src_end - seg.src_start)
+        self._pending = []
+        return seg
+
+    def feed(self, words: list[Word], pause_after: bool = False) -> list[Segment]:
+        out: list[Segment] = []
+        for w in words:
+            self._pending.append(w)
+            t = w.text.strip()
+            if t and t[-1] in SENTENCE_END:
+                out.append(self._emit("punctuation", True))
+                continue
+            if self.completeness(self._pending) >= self.cfg.completeness_threshold and t and t[-1] in CLAUSE_END:
+                out.append(self._emit("completeness", False))
+                continue
+            n = units(join_words(self._pending, self.cfg.lang), self.cfg.lang)
+            dur = self._pending[-1].end - self._pending[0].start
+            if n >= self.cfg.max_units or dur >= self.cfg.max_duration_s:
+                out.append(self._emit("max_length", False))
+        if pause_after and self._pending:
+            out.append(self._emit("pause", True))
+        elif pause_after and out:
+            # the pause closes the sentence even when the last segment ended on a clause mark
+            last = out[-1]
+            out[-1] = Segment(last.seq, last.words, last.reason, True, last.emitted_at, last.lang)
+        return out
+
+    def flush(self) -> list[Segment]:
+        return [self._emit("flush", True)] if self._pending else []
+
+    @property
+    def mean_duration(self) -> float:
+        return sum(self.durations) / len(self.durations) if self.durations else 0.0

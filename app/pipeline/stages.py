@@ -1,0 +1,435 @@
+"""The three worker stages. Each runs in its own thread; plumbing lives in ``Stage``."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.pipeline.messages import (
+    CommittedWords,
+    Control,
+    ControlMessage,
+    DubChunk,
+    Metric,
+    Segment,
+    TentativeText,
+    Translation,
+    join_words,
+)
+from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
+from app.pipeline.queues import BoundedQueue, Closed, ControlChannel
+from app.pipeline.ringbuffer import AudioRing, ReaderCursor
+from app.pipeline.segmenter import SENTENCE_END, Segmenter
+from app.pipeline.stability import LocalAgreement, split_prefix
+
+log = logging.getLogger("relay.pipeline")
+SR = 16000
+HOP = 160
+
+
+class Stage(threading.Thread):
+    """A worker thread with a control channel that bypasses its data queue."""
+
+    def __init__(self, name: str, bus, clock):
+        super().__init__(name=name, daemon=True)
+        self.bus = bus
+        self.clock = clock
+        self.control = ControlChannel()
+        self.error: BaseException | None = None
+        self.busy_s = 0.0
+
+    def run(self) -> None:
+        try:
+            self.loop()
+        except Closed:
+            pass
+        except BaseException as e:  # reported to the engine, which stops the session cleanly
+            self.error = e
+            log.exception("stage %s failed", self.name)
+            self.bus.fail(self.name, e)
+
+    def loop(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def metric(self, name: str, value: float, **labels) -> None:
+        self.bus.publish(Metric(name, float(value), self.clock.now(), tuple(labels.items())))
+
+
+@dataclass
+class ASRConfig:
+    step_s: float = 1.0
+    max_step_s: float = 4.0
+    trim_after_s: float = 8.0  # trim the window at a committed sentence end past this length
+    max_window_s: float = 18.0  # hard limit: trim to the last committed word
+    pause_s: float = 0.5  # VAD silence that ends an utterance
+    vad_threshold: float = 0.5
+    catch_up: bool = True  # real time: each step takes everything that arrived
+
+
+class ASRStage(Stage):
+    """Streaming recognition over a sliding window with LocalAgreement-2 commits."""
+
+    def __init__(self, ring: AudioRing, asr: ASRBackend, vad: VADBackend | None, segmenter: Segmenter,
+                 seg_out: BoundedQueue, preview_out, cfg: ASRConfig, bus, clock):
+        super().__init__("asr", bus, clock)
+        self.ring, self.asr, self.vad, self.segmenter = ring, asr, vad, segmenter
+        self.seg_out, self.preview_out, self.cfg = seg_out, preview_out, cfg
+        self.policy = LocalAgreement()
+        self.cursor = ReaderCursor()
+        self.window_start = 0
+        self.step_s = cfg.step_s
+        self.slowed = False
+        self.steps = 0
+        self._vad_pos = 0
+        self._speech = np.zeros(0, dtype=bool)  # per VAD frame, absolute from frame 0
+        self._last_speech_end = 0  # sample index
+        self._had_speech_since_commit = False
+        self.sep = "" if getattr(asr, "output_language", asr.language) in ("zh", "ja") else " "
+
+    # -- VAD ---------------------------------------------------------------------------------
+    def _update_vad(self, upto: int) -> None:
+        if self.vad is None:
+            self._last_speech_end = upto
+            self._had_speech_since_commit = True
+            return
+        fs = self.vad.frame_samples
+        n_frames = (upto - self._vad_pos) // fs
+        if n_frames <= 0:
+            return
+        audio = self.ring.read(self._vad_pos, self._vad_pos + n_frames * fs)
+        probs = self.vad.process(np.ascontiguousarray(audio))
+        speech = probs > self.cfg.vad_threshold
+        if speech.any():
+            last = int(np.nonzero(speech)[0][-1])
+            self._last_speech_end = self._vad_pos + (last + 1) * fs
+            self._had_speech_since_commit = True
+        self._vad_pos += n_frames * fs
+
+    def _pause(self, upto: int) -> bool:
+        return self._had_speech_since_commit and (upto - self._last_speech_end) >= self.cfg.pause_s * SR
+
+    # -- control -----------------------------------------------------------------------------
+    def _handle_control(self) -> None:
+        for msg in self.control.drain():
+            if msg.kind is Control.SLOW_DOWN:
+                self.step_s = min(self.cfg.max_step_s, self.step_s * 2)
+                self.slowed = True
+                self.metric("asr_step_s", self.step_s, reason=msg.reason)
+            elif msg.kind is Control.RESUME_NORMAL:
+                self.step_s = self.cfg.step_s
+                self.slowed = False
+                self.metric("asr_step_s", self.step_s, reason=msg.reason)
+
+    # -- main loop ---------------------------------------------------------------------------
+    def loop(self) -> None:
+        processed = 0
+        while True:
+            self._handle_control()
+            target = processed + int(self.step_s * SR)
+            self.ring.wait_for(target, timeout=0.05)
+            self._handle_control()
+            written = self.ring.written
+            final = self.ring.closed and written <= target
+            if written < target and not final:
+                continue
+            upto = written if (self.cfg.catch_up or final) else min(written, target)
+            t0 = self.clock.now()
+            self._update_vad(upto)
+            self._step(upto, final)
+            self.busy_s += self.clock.now() - t0
+            processed = upto
+            if final:
+                break
+        for seg in self.segmenter.flush():
+            self._send(seg)
+        self.seg_out.close()
+
+    def _window_prefix(self) -> list[Word]:
+        ws = self.window_start / SR
+        return [w for w in self.policy.committed if w.end > ws + 1e-3]
+
+    def _prompt(self) -> str:
+        ws = self.window_start / SR
+        return join_words([w for w in self.policy.committed if w.end <= ws + 1e-3][-40:])
+
+    def _step(self, upto: int, final: bool) -> None:
+        now = self.clock.now()
+        paused = self._pause(upto)
+        # No speech in the window and nothing tentative: skip decoding, slide the window.
+        if not self._had_speech_since_commit and not self.policy.tentative:
+            keep = int(0.3 * SR)
+            self.window_start = max(self.window_start, ((upto - keep) // HOP) * HOP)
+            return
+        end = upto
+        if paused and not final:
+            end = min(upto, self._last_speech_end + int(0.25 * SR))
+        start = self.window_start
+        if end - start < int(0.3 * SR):
+            return
+        audio = self.ring.read(start, end)
+        prefix = self._window_prefix()
+        words = self.asr.transcribe_window(audio, start, self._prompt(), prefix)
+        self.steps += 1
+        off = start / SR
+        words = [Word(w.text, w.start + off, w.end + off, w.probability) for w in words]
+        prefix_text = self.sep.join(w.text.strip() for w in prefix)
+        new = split_prefix(words, prefix_text)
+        if new is None:  # the model disagreed with its forced prefix: keep only later words
+            last = self.policy.last_committed_end
+            new = [w for w in words if w.start >= last - 0.05]
+        now = self.clock.now()
+        committed, seen = self.policy.insert(new, now)
+        pause_after = False
+        if paused or final:
+            more, more_seen = self.policy.flush()
+            committed += more
+            seen += more_seen
+            pause_after = True
+        if committed:
+            self.bus.publish(CommittedWords(tuple(committed), tuple(seen), now, pause_after))
+            for seg in self.segmenter.feed(committed, pause_after):
+                self._send(seg)
+        elif pause_after:
+            for seg in self.segmenter.feed([], True):
+                self._send(seg)
+        if pause_after:
+            self._had_speech_since_commit = False
+            cut = max(self.policy.last_committed_end * SR, self._last_speech_end)
+            self.window_start = max(self.window_start, (int(cut) // HOP) * HOP)
+        self._trim_window(upto)
+        tentative = self.policy.tentative
+        context = self._open_sentence_text()
+        ev = TentativeText(tuple(tentative), context, now)
+        self.bus.publish(ev)
+        if tentative and self.preview_out is not None:
+            self.preview_out.put(ev)
+
+    def _open_sentence_text(self) -> str:
+        words = []
+        for w in reversed(self.policy.committed):
+            if w.text.strip() and w.text.strip()[-1] in SENTENCE_END:
+                break
+            words.append(w)
+        return join_words(reversed(words))
+
+    def _trim_window(self, upto: int) -> None:
+        length = (upto - self.window_start) / SR
+        if length <= self.cfg.trim_after_s:
+            return
+        ws = self.window_start / SR
+        cut = None
+        for w in self._window_prefix():
+            if w.text.strip() and w.text.strip()[-1] in SENTENCE_END and w.end > ws:
+                cut = w.end
+        if cut is None and length > self.cfg.max_window_s and self.policy.committed:
+            cut = self.policy.last_committed_end
+        if cut is not None:
+            self.window_start = max(self.window_start, (int(cut * SR) // HOP) * HOP)
+
+    def _send(self, seg: Segment) -> None:
+        self.bus.publish(seg)
+        self.seg_out.put(seg)
+        self.metric("mt_queue_depth", len(self.seg_out))
+
+
+@dataclass
+class MTConfig:
+    beam_size: int = 4
+    previews: bool = True
+    slow_high: int = 3  # input depth that sends SLOW_DOWN upstream
+    slow_low: int = 1
+
+
+class LatestValue:
+    """A one-slot mailbox: the newest tentative text replaces the previous one (coalesce)."""
+
+    def __init__(self):
+        self._item = None
+        self._lock = threading.Lock()
+        self.coalesced = 0
+
+    def put(self, item) -> None:
+        with self._lock:
+            if self._item is not None:
+                self.coalesced += 1
+            self._item = item
+
+    def take(self):
+        with self._lock:
+            item, self._item = self._item, None
+            return item
+
+
+class MTStage(Stage):
+    """Translates committed segments within their sentence, extending the sentence's committed
+    translation as ``target_prefix`` so subtitles never change backwards; previews the tentative tail."""
+
+    def __init__(self, mt: MTBackend, seg_in: BoundedQueue, preview_in: LatestValue | None,
+                 tts_out: BoundedQueue | None, upstream: ControlChannel, cfg: MTConfig, bus, clock):
+        super().__init__("mt", bus, clock)
+        self.mt, self.seg_in, self.preview_in, self.tts_out = mt, seg_in, preview_in, tts_out
+        self.upstream, self.cfg = upstream, cfg
+        self._sent_src = ""
+        self._sent_tgt = ""
+        self._slowed_upstream = False
+        self._downstream_slow = False
+        self.translations = 0
+
+    def _backpressure(self) -> None:
+        depth = len(self.seg_in) + (len(self.tts_out) if self.tts_out is not None else 0)
+        if depth >= self.cfg.slow_high and not self._slowed_upstream:
+            self._slowed_upstream = True
+            self.upstream.send(ControlMessage(Control.SLOW_DOWN, f"mt backlog {depth}"))
+            self.metric("backpressure", 1, stage="mt")
+        elif depth <= self.cfg.slow_low and self._slowed_upstream:
+            self._slowed_upstream = False
+            self.upstream.send(ControlMessage(Control.RESUME_NORMAL, "mt backlog drained"))
+            self.metric("backpressure", 0, stage="mt")
+
+    def loop(self) -> None:
+        while True:
+            for msg in self.control.drain():
+                if msg.kind is Control.SLOW_DOWN:
+                    self._downstream_slow = True
+                elif msg.kind is Control.RESUME_NORMAL:
+                    self._downstream_slow = False
+            try:
+                seg = self.seg_in.get(timeout=0.02)
+            except Closed:
+                break
+            self._backpressure()
+            if seg is not None:
+                self._translate_segment(seg)
+                continue
+            if self.preview_in is not None and self.cfg.previews and not self._downstream_slow:
+                ev = self.preview_in.take()
+                if ev is not None and ev.words:
+                    self._preview(ev)
+        if self.tts_out is not None:
+            self.tts_out.close()
+
+    def _join(self, a: str, b: str) -> str:
+        if not a:
+            return b
+        lang = getattr(self.mt, "source_lang", "")
+        return a + ("" if lang in ("zh", "ja") else " ") + b
+
+    def _translate_segment(self, seg: Segment) -> None:
+        started = self.clock.now()
+        src = self._join(self._sent_src, seg.text)
+        full = self.mt.translate(src, target_prefix=self._sent_tgt, beam_size=self.cfg.beam_size)
+        new = _tail_after(full, self._sent_tgt)
+        now = self.clock.now()
+        self.busy_s += now - started
+        self.translations += 1
+        tr = Translation(seg.seq, seg.text, new, seg.src_start, seg.src_end, now, False,
+                         seg.emitted_at, started, seg)
+        if seg.sentence_end:
+            self._sent_src, self._sent_tgt = "", ""
+        else:
+            self._sent_src, self._sent_tgt = src, full
+        self.bus.publish(tr)
+        if self.tts_out is not None and new.strip():
+            self.tts_out.put(tr)
+
+    def _preview(self, ev: TentativeText) -> None:
+        started = self.clock.now()
+        src = self._join(self._sent_src, ev.text)
+        full = self.mt.translate(src, target_prefix=self._sent_tgt, beam_size=1)
+        now = self.clock.now()
+        self.busy_s += now - started
+        tail = _tail_after(full, self._sent_tgt)
+        w = ev.words
+        self.bus.publish(Translation(-1, ev.text, tail, w[0].start, w[-1].end, now, True, started, started))
+
+
+def _tail_after(full: str, prefix: str) -> str:
+    if not prefix:
+        return full.strip()
+    if full.startswith(prefix):
+        return full[len(prefix):].strip()
+    return full.strip()  # the backend ignored the prefix; show what it produced
+
+
+@dataclass
+class TTSConfig:
+    catch_up_after_s: float = 2.5  # dub lag beyond this speeds speech up
+    max_speed: float = 1.6
+    skip_after_s: float = 8.0  # beyond this, skip a segment rather than drift ever later
+
+
+_CLAUSE_SPLIT = re.compile(r"(?<=[,;:.!?])\s+")
+
+
+def clauses(text: str) -> list[str]:
+    parts = [p.strip() for p in _CLAUSE_SPLIT.split(text) if p.strip()]
+    # very short clauses sound choppy: glue them to the next one
+    out: list[str] = []
+    for p in parts:
+        if out and len(out[-1].split()) < 3:
+            out[-1] = out[-1] + " " + p
+        else:
+            out.append(p)
+    return out
+
+
+class TTSStage(Stage):
+    """Synthesises each committed translation clause by clause and lays the audio on a dub
+    timeline; when the dub lags the speaker, it speeds up and, past a limit, skips."""
+
+    def __init__(self, tts: TTSBackend, tr_in: BoundedQueue, upstream: ControlChannel, cfg: TTSConfig,
+                 bus, clock, played_at):
+        super().__init__("tts", bus, clock)
+        self.tts, self.tr_in, self.upstream, self.cfg = tts, tr_in, upstream, cfg
+        self.played_at = played_at
+        self.dub_end = 0.0  # wall time at which the dub timeline is free
+        self.skipped = 0
+        self.chunks = 0
+        self._slowed = False
+
+    def loop(self) -> None:
+        while True:
+            try:
+                tr = self.tr_in.get(timeout=0.05)
+            except Closed:
+                break
+            depth = len(self.tr_in)
+            if depth >= 3 and not self._slowed:
+                self._slowed = True
+                self.upstream.send(ControlMessage(Control.SLOW_DOWN, f"tts backlog {depth}"))
+            elif depth <= 1 and self._slowed:
+                self._slowed = False
+                self.upstream.send(ControlMessage(Control.RESUME_NORMAL, "tts backlog drained"))
+            if tr is not None:
+                self._speak(tr)
+
+    def _speak(self, tr: Translation) -> None:
+        now = self.clock.now()
+        heard = self.played_at(tr.src_end)
+        lag = max(now, self.dub_end) - heard
+        if lag > self.cfg.skip_after_s:
+            self.skipped += 1
+            self.bus.publish(DubChunk(tr.seq, np.zeros(0, np.float32), self.tts.sample_rate, tr.target,
+                                      now, now, True, tr.src_end, 1.0, True))
+            self.metric("dub_skipped", self.skipped)
+            return
+        speed = 1.0
+        if lag > self.cfg.catch_up_after_s:
+            speed = min(self.cfg.max_speed, 1.0 + (lag - self.cfg.catch_up_after_s) / 4.0)
+        first = True
+        for clause in clauses(tr.target):
+            t0 = self.clock.now()
+            for audio in self.tts.synthesize(clause, speed=speed):
+                ready = self.clock.now()
+                start = max(ready, self.dub_end)
+                dur = len(audio) / self.tts.sample_rate
+                self.dub_end = start + dur
+                self.chunks += 1
+                self.bus.publish(DubChunk(tr.seq, audio, self.tts.sample_rate, clause, ready, start,
+                                          first, tr.src_end, speed))
+                first = False
+            self.busy_s += self.clock.now() - t0

@@ -1,0 +1,1 @@
+"""Qt desktop interface (PySide6). The pipeline never imports this package."""
