@@ -47,9 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--vtt", metavar="FILE", help="write subtitles as WebVTT")
     r.add_argument("--json", action="store_true", help="one JSON object per event, then a summary object")
     r.add_argument("--beam", type=int, default=4, help="MT beam size (default 4)")
-    r.add_argument("--asr-step", type=float, default=1.0, help="seconds of new audio per recognition step")
+    r.add_argument("--asr-step", type=float, default=0.5, help="seconds of new audio per recognition step")
     r.add_argument("--asr-model", help="use this installed ASR pack instead of the pair's default")
-    r.add_argument("--no-preview", action="store_true", help="do not translate the tentative tail")
+    r.add_argument("--preview", choices=("auto", "on", "off"), default="auto",
+                   help="translate the tentative tail as a lighter preview (auto: on with 4+ CPU cores)")
+    r.add_argument("--eager", type=int, default=None, metavar="N",
+                   help="translate a stable piece once it holds N words/characters (0: wait for clause marks)")
     r.add_argument("--threads", type=int, default=0, help="CPU threads for recognition (default: all cores)")
     r.add_argument("-v", "--verbose", action="store_true")
 
@@ -244,11 +247,17 @@ def cmd_run(args) -> int:
     out_lang = getattr(asr, "output_language", plan.src) or plan.src
     cfg = PipelineConfig(
         asr=ASRConfig(step_s=args.asr_step, catch_up=args.realtime),
-        mt=MTConfig(beam_size=args.beam, previews=not args.no_preview),
-        segmenter=SegmenterConfig(lang=out_lang if out_lang in ("zh", "ja") else "en"),
+        mt=MTConfig(beam_size=args.beam, previews=args.preview == "on" or (args.preview == "auto" and cores >= 4)),
+        segmenter=_segmenter_config(out_lang, args.eager),
     )
+    boundaries = None
+    if out_lang == "zh":
+        from app.backends.zh_words import JiebaBoundaries
+        from app.models.store import relay_home
+        boundaries = JiebaBoundaries(str(relay_home() / "cache"))
     cls = SerialCascade if args.serial else StreamingPipeline
-    pipe = cls(asr, mt if plan.mt_pack else (None if args.serial else mt), tts, vad, cfg)
+    pipe = cls(asr, mt if plan.mt_pack else (None if args.serial else mt), tts, vad, cfg,
+               word_boundaries=boundaries)
     pipe.bus.subscribe(Printer(args.json))
     cpu0 = time.process_time()
     pipe.start()
@@ -280,6 +289,14 @@ def cmd_run(args) -> int:
     else:
         print_summary(summary)
     return 0
+
+
+def _segmenter_config(lang: str, eager: int | None):
+    from app.pipeline.segmenter import SegmenterConfig
+
+    if lang in ("zh", "ja"):
+        return SegmenterConfig(lang=lang, eager_units=6 if eager is None else eager)
+    return SegmenterConfig(lang="en", min_clause_units=4, max_units=20, eager_units=4 if eager is None else eager)
 
 
 def warm_up(asr, mt, tts, vad) -> float:

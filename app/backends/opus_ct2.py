@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import threading
 
 import ctranslate2
@@ -21,6 +22,25 @@ class CT2Translator:
         self._sp_src = spm.SentencePieceProcessor(model_file=sp_source)
         self._sp_tgt = spm.SentencePieceProcessor(model_file=sp_target) if sp_target else self._sp_src
         self._lock = threading.Lock()
+        # target tokens of recent outputs: a committed translation is forced back as the decoder
+        # prefix token for token (re-encoding English with a source-side SentencePiece model
+        # would give different pieces than the model produced)
+        self._recent: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
+
+    def _prefix_tokens(self, prefix: str) -> list[str]:
+        prefix = prefix.strip()
+        for text, toks in reversed(self._recent.items()):
+            if not text.startswith(prefix):
+                continue
+            for k in range(len(toks), 0, -1):
+                if self._detok(toks[:k]) == prefix:
+                    return toks[:k]
+        return self._sp_tgt.encode(prefix, out_type=str)
+
+    def _remember(self, text: str, toks: list[str]) -> None:
+        self._recent[text] = toks
+        while len(self._recent) > 32:
+            self._recent.popitem(last=False)
 
     def _detok(self, tokens: list[str]) -> str:
         return "".join(tokens).replace("▁", " ").strip()
@@ -30,8 +50,8 @@ class CT2Translator:
         if not source:
             return target_prefix
         src = self._sp_src.encode(source, out_type=str)
-        prefix = self._sp_tgt.encode(target_prefix, out_type=str) if target_prefix.strip() else None
         with self._lock:
+            prefix = self._prefix_tokens(target_prefix) if target_prefix.strip() else None
             res = self._tr.translate_batch(
                 [src],
                 target_prefix=[prefix] if prefix else None,
@@ -39,7 +59,9 @@ class CT2Translator:
                 max_decoding_length=256,
                 repetition_penalty=1.1,
             )
-        out = self._detok(res[0].hypotheses[0])
+            toks = res[0].hypotheses[0]
+            out = self._detok(toks)
+            self._remember(out, toks)
         if target_prefix and out.startswith(self._detok(prefix or [])):
             # keep the exact committed prefix string the user already saw
             out = target_prefix.strip() + out[len(self._detok(prefix or [])):]

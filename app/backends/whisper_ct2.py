@@ -19,7 +19,20 @@ from app.pipeline.protocols import Word
 
 N_FRAMES = 3000  # Whisper's encoder sees exactly 30 s
 FRAMES_PER_SECOND = 16000 // HOP
-PAD_FRAMES = 200
+PAD_FRAMES = 100
+TOKENS_PER_SECOND = 7
+
+
+def cut_repetition(tokens: list[int], min_period: int = 2, repeats: int = 3) -> list[int]:
+    """Whisper sometimes loops ("AB AB AB ..."); keep the text up to the first repeat of a
+    span that occurs ``repeats`` times in a row."""
+    n = len(tokens)
+    for start in range(n):
+        for period in range(min_period, (n - start) // repeats + 1):
+            span = tokens[start:start + period]
+            if all(tokens[start + k * period:start + (k + 1) * period] == span for k in range(1, repeats)):
+                return tokens[:start + period]
+    return tokens
 # Keep the source line in Simplified script (MT was trained on it; Whisper base tends to Traditional).
 ZH_PROMPT = "以下是普通话的句子。"
 
@@ -118,7 +131,9 @@ class WhisperCT2:
         seq += list(self.tokenizer.sot_sequence) + [self.tokenizer.no_timestamps]
         prefix_toks = self.tokenizer.encode((" " if not self._zh else "") + prefix_text.strip()) if prefix_text.strip() else []
         seq += prefix_toks
-        max_len = 224
+        # speech carries at most a few tokens a second: a longer output is a hallucination loop
+        window_s = n_content / FRAMES_PER_SECOND
+        max_len = min(224, len(prefix_toks) + int(TOKENS_PER_SECOND * window_s) + 8)
         res = self._model.model.generate(
             enc,
             [seq],
@@ -134,6 +149,7 @@ class WhisperCT2:
         text_tokens = [t for t in res.sequences_ids[0] if t < self.tokenizer.eot]
         if text_tokens[: len(prefix_toks)] != prefix_toks:
             text_tokens = prefix_toks + text_tokens
+        text_tokens = prefix_toks + cut_repetition(text_tokens[len(prefix_toks):])
         if not text_tokens:
             return [], []
         align = self._model.find_alignment(self.tokenizer, [text_tokens], enc, n_content)[0]
@@ -150,8 +166,7 @@ class WhisperCT2:
     ) -> list[Word]:
         with self._lock:
             feats = self._features(audio, window_start_sample)
-            sep = "" if self._zh else " "
-            prefix_text = sep.join(w.text.strip() for w in prefix)
+            prefix_text = "".join(w.text for w in prefix)
             _, words = self._decode(feats, prompt, prefix_text)
         return _to_script(words) if self._zh else words
 

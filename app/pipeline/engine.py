@@ -12,7 +12,7 @@ import numpy as np
 from app.pipeline.latency import ArrivalClock, LatencyTracker
 from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation, join_words
 from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend
-from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock
+from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock, PriorityGate
 from app.pipeline.ringbuffer import AudioRing
 from app.pipeline.segmenter import Segmenter, SegmenterConfig
 from app.pipeline.stages import (
@@ -125,7 +125,8 @@ class StreamingPipeline:
     """ASR → MT → TTS, each in its own thread, joined by bounded queues."""
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
-                 vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None):
+                 vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None,
+                 word_boundaries=None):
         self.cfg = cfg or PipelineConfig()
         self.clock = clock or MonotonicClock()
         self.bus = EventBus()
@@ -140,11 +141,12 @@ class StreamingPipeline:
         self.tts_q: BoundedQueue | None = (
             BoundedQueue(self.cfg.tts_queue, FullPolicy.BLOCK, "translations") if tts is not None else None
         )
-        self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)
+        self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now, word_boundaries)
+        self.gate = PriorityGate()
         self.asr_stage = ASRStage(self.ring, asr, vad, self.segmenter, self.seg_q, self.preview,
-                                  self.cfg.asr, self.bus, self.clock)
+                                  self.cfg.asr, self.bus, self.clock, self.gate)
         self.mt_stage = MTStage(mt, self.seg_q, self.preview, self.tts_q, self.asr_stage.control,
-                                self.cfg.mt, self.bus, self.clock)
+                                self.cfg.mt, self.bus, self.clock, self.gate)
         self.tts_stage = (
             TTSStage(tts, self.tts_q, self.mt_stage.control, self.cfg.tts, self.bus, self.clock,
                      self.arrival.played_at)
@@ -192,7 +194,8 @@ class StreamingPipeline:
         out = {}
         for s in self.stages:
             out[s.name] = {"busy_s": round(s.busy_s, 3)}
-        out["asr"].update(steps=self.asr_stage.steps, overruns=self.asr_stage.cursor.overruns)
+        out["asr"].update(steps=self.asr_stage.steps, overruns=self.asr_stage.cursor.overruns,
+                          yielded_to_mt=self.gate.waits)
         out["mt"].update(translations=self.mt_stage.translations,
                          previews_coalesced=self.preview.coalesced if self.preview else 0)
         if self.tts_stage is not None:
@@ -207,7 +210,7 @@ class SerialCascade:
     translate it whole and synthesise it whole, one after the other, in one worker."""
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
-                 vad: VADBackend, cfg: PipelineConfig | None = None, clock=None):
+                 vad: VADBackend, cfg: PipelineConfig | None = None, clock=None, word_boundaries=None):
         self.cfg = cfg or PipelineConfig()
         self.clock = clock or MonotonicClock()
         self.asr, self.mt, self.tts, self.vad = asr, mt, tts, vad

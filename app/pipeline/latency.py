@@ -96,6 +96,7 @@ class LatencyTracker:
     arrival: ArrivalClock
     words: list[_WordRec] = field(default_factory=list)
     asr_first_token: list[float] = field(default_factory=list)
+    asr_commit: list[float] = field(default_factory=list)
     mt_queue_wait: list[float] = field(default_factory=list)
     mt_compute: list[float] = field(default_factory=list)
     tts_first_audio: list[float] = field(default_factory=list)
@@ -121,6 +122,7 @@ class LatencyTracker:
                 played = self.arrival.played_at(w.end)
                 self.words.append(_WordRec(w.end, played, seen))
                 self.asr_first_token.append(max(0.0, seen - played))
+                self.asr_commit.append(max(0.0, ev.emitted_at - played))
         elif isinstance(ev, Translation) and not ev.preview:
             self._translations[ev.seq] = ev
             self.mt_queue_wait.append(max(0.0, ev.started_at - ev.queued_at))
@@ -172,6 +174,7 @@ class LatencyTracker:
         with self._lock:
             return {
                 "asr_first_token": percentiles(self.asr_first_token),
+                "asr_commit": percentiles(self.asr_commit),
                 "mt_queue_wait": percentiles(self.mt_queue_wait),
                 "mt_compute": percentiles(self.mt_compute),
                 "tts_first_audio": percentiles(self.tts_first_audio),

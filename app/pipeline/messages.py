@@ -19,7 +19,7 @@ class TentativeText:
     """The current unstable tail of recognition; replaced by the next one (coalesced)."""
 
     words: tuple[Word, ...]
-    committed_context: str  # the open sentence's committed text, for a preview translation
+    committed_tail: str  # committed words not yet in a segment (they precede the tentative ones)
     emitted_at: float
 
     @property
@@ -123,13 +123,7 @@ def _is_cjk(ch: str) -> bool:
 
 
 def join_words(words, lang: str = "") -> str:
-    """Join recognised words: no spaces between CJK characters, single spaces otherwise."""
-    out = ""
-    for w in words:
-        t = w.text.strip()
-        if not t:
-            continue
-        if out and not (_is_cjk(out[-1]) or _is_cjk(t[0])):
-            out += " "
-        out += t
-    return out
+    """Join recognised words as the recogniser wrote them: Whisper marks word starts in
+    space-delimited languages with a leading space and writes CJK text without spaces."""
+    out = "".join(w.text for w in words)
+    return " ".join(out.split()) if " " in out else out.strip()

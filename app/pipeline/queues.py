@@ -148,3 +148,34 @@ class FakeClock:
 
     def sleep_until(self, t: float) -> None:
         self.t = max(self.t, t)
+
+
+class PriorityGate:
+    """Lets a latency-critical stage (MT on committed text) run without competing for the CPU:
+    while it is inside ``urgent()``, a background stage (ASR) waits before starting its next step."""
+
+    def __init__(self):
+        self._busy = 0
+        self._cond = threading.Condition()
+        self.waits = 0
+
+    def urgent(self):
+        gate = self
+
+        class _Ctx:
+            def __enter__(self):
+                with gate._cond:
+                    gate._busy += 1
+
+            def __exit__(self, *exc):
+                with gate._cond:
+                    gate._busy -= 1
+                    gate._cond.notify_all()
+
+        return _Ctx()
+
+    def wait_clear(self, timeout: float) -> None:
+        with self._cond:
+            if self._busy:
+                self.waits += 1
+                self._cond.wait_for(lambda: self._busy == 0, timeout)

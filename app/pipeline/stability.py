@@ -11,8 +11,14 @@ from app.pipeline.protocols import Word
 
 
 def norm(text: str) -> str:
-    """Comparison form of a word: case-folded, punctuation and spaces removed."""
+    """Comparison form of a word for prefix matching: case-folded, punctuation and spaces removed."""
     return "".join(c for c in text.casefold() if not unicodedata.category(c).startswith(("P", "Z", "S")))
+
+
+def agree_form(text: str) -> str:
+    """Form two hypotheses must share for a word to commit: punctuation counts (a sentence end
+    that has not appeared yet must not be committed away), case and spacing do not."""
+    return "".join(c for c in text.casefold() if not c.isspace()).replace("，", ",").replace("？", "?")
 
 
 class LocalAgreement:
@@ -31,17 +37,16 @@ class LocalAgreement:
         """Take a new hypothesis of the uncommitted audio; return the newly committed words and
         the time each of them first appeared in a hypothesis."""
         hyp = [w for w in hypothesis if norm(w.text) or w.text.strip()]
+        # a word keeps the time it first appeared while successive hypotheses keep it in place
         seen = []
         for i, w in enumerate(hyp):
-            if i < len(self._prev) and norm(self._prev[i].text) == norm(w.text) and len(seen) == i:
+            if i < len(self._prev) and norm(self._prev[i].text) == norm(w.text):
                 seen.append(self._prev_seen[i])
             else:
                 seen.append(now)
-        # inherit first-seen times beyond the common prefix when the same word reappears shifted
         n = 0
-        while n < len(hyp) and n < len(self._prev) and norm(hyp[n].text) == norm(self._prev[n].text):
+        while n < len(hyp) and n < len(self._prev) and agree_form(hyp[n].text) == agree_form(self._prev[n].text):
             n += 1
-        # punctuation may differ between runs: keep the newer word's text and times
         commit, commit_seen = hyp[:n], seen[:n]
         self.committed += commit
         self._prev, self._prev_seen = hyp[n:], seen[n:]
@@ -69,11 +74,19 @@ def split_prefix(words: list[Word], prefix: str) -> list[Word] | None:
         if len(acc) >= len(target):
             if not acc.startswith(target):
                 return None
-            rest = acc[len(target) :]
             out = list(words[i + 1 :])
-            if rest:  # a word straddles the prefix end: keep only its new part
-                out.insert(0, Word(rest, w.start, w.end, w.probability))
+            extra = len(acc) - len(target)
+            if extra:  # a word straddles the prefix end: keep only its new part
+                out.insert(0, Word(_last_chars(w.text, extra), w.start, w.end, w.probability))
             return out
         if not target.startswith(acc):
             return None
     return [] if acc == target else None
+
+
+def _last_chars(text: str, n_norm: int) -> str:
+    """The shortest tail of ``text`` that holds ``n_norm`` normalised characters."""
+    for i in range(len(text) - 1, -1, -1):
+        if len(norm(text[i:])) >= n_norm:
+            return text[i:]
+    return text

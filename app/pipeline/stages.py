@@ -21,7 +21,7 @@ from app.pipeline.messages import (
     join_words,
 )
 from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
-from app.pipeline.queues import BoundedQueue, Closed, ControlChannel
+from app.pipeline.queues import BoundedQueue, Closed, ControlChannel, PriorityGate
 from app.pipeline.ringbuffer import AudioRing, ReaderCursor
 from app.pipeline.segmenter import SENTENCE_END, Segmenter
 from app.pipeline.stability import LocalAgreement, split_prefix
@@ -61,9 +61,9 @@ class Stage(threading.Thread):
 
 @dataclass
 class ASRConfig:
-    step_s: float = 1.0
+    step_s: float = 0.5
     max_step_s: float = 4.0
-    trim_after_s: float = 8.0  # trim the window at a committed sentence end past this length
+    trim_after_s: float = 4.0  # trim the window at a committed sentence end past this length
     max_window_s: float = 18.0  # hard limit: trim to the last committed word
     pause_s: float = 0.5  # VAD silence that ends an utterance
     vad_threshold: float = 0.5
@@ -74,8 +74,10 @@ class ASRStage(Stage):
     """Streaming recognition over a sliding window with LocalAgreement-2 commits."""
 
     def __init__(self, ring: AudioRing, asr: ASRBackend, vad: VADBackend | None, segmenter: Segmenter,
-                 seg_out: BoundedQueue, preview_out, cfg: ASRConfig, bus, clock):
+                 seg_out: BoundedQueue, preview_out, cfg: ASRConfig, bus, clock,
+                 gate: PriorityGate | None = None):
         super().__init__("asr", bus, clock)
+        self.gate = gate
         self.ring, self.asr, self.vad, self.segmenter = ring, asr, vad, segmenter
         self.seg_out, self.preview_out, self.cfg = seg_out, preview_out, cfg
         self.policy = LocalAgreement()
@@ -136,6 +138,9 @@ class ASRStage(Stage):
             final = self.ring.closed and written <= target
             if written < target and not final:
                 continue
+            if self.gate is not None:
+                self.gate.wait_clear(timeout=1.0)
+                written = self.ring.written
             upto = written if (self.cfg.catch_up or final) else min(written, target)
             t0 = self.clock.now()
             self._update_vad(upto)
@@ -176,7 +181,7 @@ class ASRStage(Stage):
         self.steps += 1
         off = start / SR
         words = [Word(w.text, w.start + off, w.end + off, w.probability) for w in words]
-        prefix_text = self.sep.join(w.text.strip() for w in prefix)
+        prefix_text = join_words(prefix)
         new = split_prefix(words, prefix_text)
         if new is None:  # the model disagreed with its forced prefix: keep only later words
             last = self.policy.last_committed_end
@@ -191,7 +196,8 @@ class ASRStage(Stage):
             pause_after = True
         if committed:
             self.bus.publish(CommittedWords(tuple(committed), tuple(seen), now, pause_after))
-            for seg in self.segmenter.feed(committed, pause_after):
+            lookahead = join_words(self.policy.tentative)
+            for seg in self.segmenter.feed(committed, pause_after, lookahead):
                 self._send(seg)
         elif pause_after:
             for seg in self.segmenter.feed([], True):
@@ -202,19 +208,10 @@ class ASRStage(Stage):
             self.window_start = max(self.window_start, (int(cut) // HOP) * HOP)
         self._trim_window(upto)
         tentative = self.policy.tentative
-        context = self._open_sentence_text()
-        ev = TentativeText(tuple(tentative), context, now)
+        ev = TentativeText(tuple(tentative), self.segmenter.pending_text, now)
         self.bus.publish(ev)
         if tentative and self.preview_out is not None:
             self.preview_out.put(ev)
-
-    def _open_sentence_text(self) -> str:
-        words = []
-        for w in reversed(self.policy.committed):
-            if w.text.strip() and w.text.strip()[-1] in SENTENCE_END:
-                break
-            words.append(w)
-        return join_words(reversed(words))
 
     def _trim_window(self, upto: int) -> None:
         length = (upto - self.window_start) / SR
@@ -240,6 +237,7 @@ class ASRStage(Stage):
 class MTConfig:
     beam_size: int = 4
     previews: bool = True
+    preview_interval_s: float = 1.0  # previews compete with recognition for the CPU
     slow_high: int = 3  # input depth that sends SLOW_DOWN upstream
     slow_low: int = 1
 
@@ -269,14 +267,17 @@ class MTStage(Stage):
     translation as ``target_prefix`` so subtitles never change backwards; previews the tentative tail."""
 
     def __init__(self, mt: MTBackend, seg_in: BoundedQueue, preview_in: LatestValue | None,
-                 tts_out: BoundedQueue | None, upstream: ControlChannel, cfg: MTConfig, bus, clock):
+                 tts_out: BoundedQueue | None, upstream: ControlChannel, cfg: MTConfig, bus, clock,
+                 gate: PriorityGate | None = None):
         super().__init__("mt", bus, clock)
+        self.gate = gate
         self.mt, self.seg_in, self.preview_in, self.tts_out = mt, seg_in, preview_in, tts_out
         self.upstream, self.cfg = upstream, cfg
         self._sent_src = ""
         self._sent_tgt = ""
         self._slowed_upstream = False
         self._downstream_slow = False
+        self._last_preview = -1e9
         self.translations = 0
 
     def _backpressure(self) -> None:
@@ -303,9 +304,14 @@ class MTStage(Stage):
                 break
             self._backpressure()
             if seg is not None:
-                self._translate_segment(seg)
+                if self.gate is not None:
+                    with self.gate.urgent():
+                        self._translate_segment(seg)
+                else:
+                    self._translate_segment(seg)
                 continue
-            if self.preview_in is not None and self.cfg.previews and not self._downstream_slow:
+            if (self.preview_in is not None and self.cfg.previews and not self._downstream_slow
+                    and self.clock.now() - self._last_preview >= self.cfg.preview_interval_s):
                 ev = self.preview_in.take()
                 if ev is not None and ev.words:
                     self._preview(ev)
@@ -321,8 +327,17 @@ class MTStage(Stage):
     def _translate_segment(self, seg: Segment) -> None:
         started = self.clock.now()
         src = self._join(self._sent_src, seg.text)
-        full = self.mt.translate(src, target_prefix=self._sent_tgt, beam_size=self.cfg.beam_size)
-        new = _tail_after(full, self._sent_tgt)
+        prefix = _open_prefix(self._sent_tgt)
+        full = self.mt.translate(src, target_prefix=prefix, beam_size=self.cfg.beam_size)
+        new = _tail_after(full, prefix)
+        if not any(c.isalnum() for c in new) and self._sent_tgt and units_of(seg.text) >= 2:
+            # the model closed the sentence at the forced prefix: translate the piece on its own
+            new = self.mt.translate(seg.text, beam_size=self.cfg.beam_size).strip()
+            full = (prefix + " " + new).strip()
+        # a continuation that opens with a mark belongs to the previous piece: drop it here
+        new = new.lstrip(".,;:!?。，；：！？ ")
+        if not seg.sentence_end:
+            new = _strip_sentence_end(new)
         now = self.clock.now()
         self.busy_s += now - started
         self.translations += 1
@@ -338,13 +353,35 @@ class MTStage(Stage):
 
     def _preview(self, ev: TentativeText) -> None:
         started = self.clock.now()
-        src = self._join(self._sent_src, ev.text)
-        full = self.mt.translate(src, target_prefix=self._sent_tgt, beam_size=1)
+        src = self._join(self._join(self._sent_src, ev.committed_tail), ev.text)
+        prefix = _open_prefix(self._sent_tgt)
+        full = self.mt.translate(src, target_prefix=prefix, beam_size=1)
         now = self.clock.now()
         self.busy_s += now - started
-        tail = _tail_after(full, self._sent_tgt)
+        self._last_preview = now
+        tail = _tail_after(full, prefix)
         w = ev.words
         self.bus.publish(Translation(-1, ev.text, tail, w[0].start, w[-1].end, now, True, started, started))
+
+
+_SENT_PUNCT = ".!?。！？"
+
+
+def _open_prefix(text: str) -> str:
+    """A sentence's translation so far, without a closing mark, so the model continues it."""
+    return text.strip().rstrip(_SENT_PUNCT).rstrip()
+
+
+def _strip_sentence_end(text: str) -> str:
+    t = text.strip()
+    while t and t[-1] in _SENT_PUNCT and not t.endswith("..."):
+        t = t[:-1].rstrip()
+    return t
+
+
+def units_of(text: str) -> int:
+    cjk = sum(1 for c in text if "\u3400" <= c <= "\u9fff")
+    return cjk + len([w for w in text.split() if not any("\u3400" <= c <= "\u9fff" for c in w)])
 
 
 def _tail_after(full: str, prefix: str) -> str:

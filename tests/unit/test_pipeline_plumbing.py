@@ -1,0 +1,108 @@
+"""The pipeline's plumbing with fake backends: ordering, no loss, backpressure, clean stop."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
+from app.pipeline.messages import Control, Metric, Segment, Translation
+from app.pipeline.segmenter import SegmenterConfig
+from app.pipeline.stages import ASRConfig, MTConfig
+
+from .fakes import FakeASR, FakeMT, FakeTTS, FakeVAD, speech
+
+
+def cfg(**asr):
+    return PipelineConfig(asr=ASRConfig(catch_up=False, **asr),
+                          mt=MTConfig(previews=False),
+                          segmenter=SegmenterConfig(lang="en", eager_units=0))
+
+
+def feed(pipe, audio, block=1600):
+    pipe.start()
+    for off in range(0, len(audio), block):
+        pipe.push_audio(audio[off:off + block], wait_if_full=True)
+    pipe.finish(timeout=60)
+
+
+def test_every_word_reaches_a_translation_once_and_in_order():
+    asr, mt, tts = FakeASR(), FakeMT(), FakeTTS()
+    pipe = StreamingPipeline(asr, mt, tts, FakeVAD(), cfg())
+    feed(pipe, speech(6.0, 1.0))
+    segs = pipe.record.segments
+    words = " ".join(s["source"] for s in segs).replace(".", "").split()
+    assert words == [f"w{i}" for i in range(12)]
+    assert all(s["target"] for s in segs)
+    assert [s["seq"] for s in segs] == list(range(len(segs)))
+    assert tts.texts  # every committed translation was spoken
+    assert not any(t.is_alive() for t in pipe.stages)
+
+
+def test_sentence_context_is_passed_as_target_prefix():
+    mt = FakeMT()
+    c = cfg()
+    c.segmenter = SegmenterConfig(lang="en", eager_units=2)
+    pipe = StreamingPipeline(FakeASR(), mt, None, FakeVAD(), c)
+    feed(pipe, speech(4.0, 1.0))
+    prefixed = [call for call in mt.calls if call[1]]
+    assert prefixed, "later pieces of a sentence must be translated with the earlier translation as prefix"
+    for source, prefix, _ in prefixed:
+        assert source.upper().replace("W", "T").startswith(prefix.rstrip("."))
+
+
+def test_backpressure_slows_recognition_then_recovers():
+    asr, mt = FakeASR(), FakeMT(delay=0.4)
+    c = cfg(step_s=0.5, max_step_s=4.0)
+    c.mt.slow_high, c.mt.slow_low = 2, 0
+    c.segmenter = SegmenterConfig(lang="en", eager_units=1)
+    pipe = StreamingPipeline(asr, mt, None, FakeVAD(), c)
+    metrics = []
+    pipe.bus.subscribe(lambda ev: metrics.append(ev) if isinstance(ev, Metric) else None)
+    feed(pipe, speech(12.0, 1.0))
+    steps = [m.value for m in metrics if m.name == "asr_step_s"]
+    assert max(steps) > 0.5, "ASR never enlarged its step under MT backlog"
+    assert steps[-1] == 0.5, "ASR did not return to its normal step after the backlog drained"
+    bp = [m.value for m in metrics if m.name == "backpressure"]
+    assert 1.0 in bp and bp[-1] == 0.0
+    assert pipe.seg_q.max_depth <= c.seg_queue  # bounded
+    words = " ".join(s["source"] for s in pipe.record.segments).replace(".", "").split()
+    assert words == [f"w{i}" for i in range(24)]  # nothing lost under backpressure
+
+
+def test_silence_is_skipped_without_decoding():
+    asr = FakeASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg())
+    feed(pipe, np.zeros(16000 * 5, dtype=np.float32))
+    assert asr.calls == 0 and pipe.record.segments == []
+
+
+def test_window_is_trimmed_at_committed_sentence_ends():
+    asr = FakeASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(trim_after_s=3.0, max_window_s=6.0))
+    feed(pipe, speech(20.0, 1.0))
+    assert max(asr.window_lengths) < 8.0
+
+
+def test_stage_failure_stops_cleanly_with_an_error():
+    class Broken(FakeMT):
+        def translate(self, *a, **k):
+            raise RuntimeError("boom")
+
+    pipe = StreamingPipeline(FakeASR(), Broken(), None, FakeVAD(), cfg())
+    from app.pipeline.engine import PipelineError
+    pipe.start()
+    audio = speech(3.0, 1.0)
+    for off in range(0, len(audio), 1600):
+        pipe.push_audio(audio[off:off + 1600])
+    with pytest.raises(PipelineError, match="mt stage failed: boom"):
+        pipe.finish(timeout=20)
+
+
+def test_serial_cascade_waits_for_the_utterance():
+    asr, mt, tts = FakeASR(), FakeMT(), FakeTTS()
+    pipe = SerialCascade(asr, mt, tts, FakeVAD(), cfg())
+    feed(pipe, speech(3.0, 1.0, repeats=2))
+    segs = pipe.record.segments
+    assert len(segs) == 2 and all(s["reason"] == "pause" for s in segs)
+    assert pipe.record.dub and len(tts.texts) >= 2

@@ -1,0 +1,70 @@
+from app.pipeline.protocols import Word
+from app.pipeline.segmenter import Segmenter, SegmenterConfig
+
+
+def words(*texts, step=0.4):
+    return [Word(t, i * step, i * step + step) for i, t in enumerate(texts)]
+
+
+def seg(lang="en", **kw):
+    return Segmenter(SegmenterConfig(lang=lang, **kw), lambda: 0.0)
+
+
+def test_boundary_on_sentence_punctuation():
+    s = seg(eager_units=0)
+    out = s.feed(words(" Hello", " there.", " How"))
+    assert len(out) == 1 and out[0].reason == "punctuation" and out[0].sentence_end
+    assert out[0].text == "Hello there."
+
+
+def test_boundary_on_pause_closes_the_sentence():
+    s = seg(eager_units=0)
+    out = s.feed(words(" so", " we", " agree"), pause_after=True)
+    assert [o.reason for o in out] == ["pause"] and out[0].sentence_end
+
+
+def test_completeness_at_clause_mark_needs_enough_words():
+    s = seg(eager_units=0, min_clause_units=3)
+    assert s.feed(words(" yes,")) == []  # too short a clause
+    out = s.feed(words(" and", " then", " we", " left,"))
+    assert out and out[0].reason == "completeness" and not out[0].sentence_end
+
+
+def test_max_length_but_never_after_a_number():
+    s = seg(eager_units=0, max_units=3)
+    out = s.feed(words(" it", " costs", " 23"))
+    assert out == []  # a dangling number may continue ("23 00万")
+    out = s.feed(words(" dollars"))
+    assert out and out[0].reason == "max_length"
+
+
+def test_eager_segment_at_a_stable_point():
+    s = seg(eager_units=4)
+    assert s.feed(words(" we", " will")) == []
+    out = s.feed(words(" discuss", " the"))
+    assert out and out[0].reason == "completeness" and out[0].text == "we will discuss the"
+
+
+def test_cjk_eager_segment_does_not_cut_inside_a_word():
+    # word boundaries as a Chinese segmenter would give them: 今天|主要|讨论
+    def boundaries(text):
+        ends, pos = [], 0
+        for w in ("今天", "主要", "讨论", "第三", "季度"):
+            if text[pos:pos + len(w)] == w:
+                pos += len(w)
+                ends.append(pos)
+        return ends + [len(text)]
+
+    s = Segmenter(SegmenterConfig(lang="zh", eager_units=4), lambda: 0.0, boundaries)
+    out = s.feed(words("今天", "主要", "讨"), lookahead="论第三")
+    assert out and out[0].text == "今天主要"
+    out = s.feed(words("论", "第三", "季度"), pause_after=True)
+    assert out[-1].text.startswith("讨论")
+
+
+def test_flush_and_mean_duration():
+    s = seg(eager_units=0)
+    s.feed(words(" a", " b"))
+    out = s.flush()
+    assert out[0].reason == "flush"
+    assert abs(s.mean_duration - 0.8) < 1e-9
