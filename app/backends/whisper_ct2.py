@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -23,16 +24,21 @@ PAD_FRAMES = 100
 TOKENS_PER_SECOND = 7
 
 
-def cut_repetition(tokens: list[int], min_period: int = 2, repeats: int = 3) -> list[int]:
-    """Whisper sometimes loops ("AB AB AB ..."); keep the text up to the first repeat of a
-    span that occurs ``repeats`` times in a row."""
+def cut_repetition(tokens: list[int]) -> list[int]:
+    """Whisper sometimes loops ("AB AB AB ..."); keep the text up to the end of the first copy of
+    a span repeated back to back: twice for spans of 4+ tokens, 3 times for 2-3, 5 times for 1."""
     n = len(tokens)
     for start in range(n):
-        for period in range(min_period, (n - start) // repeats + 1):
+        for period in range(1, (n - start) // 2 + 1):
+            repeats = 2 if period >= 4 else (3 if period >= 2 else 5)
+            if start + period * repeats > n:
+                continue
             span = tokens[start:start + period]
             if all(tokens[start + k * period:start + (k + 1) * period] == span for k in range(1, repeats)):
                 return tokens[:start + period]
     return tokens
+
+
 # Keep the source line in Simplified script (MT was trained on it; Whisper base tends to Traditional).
 ZH_PROMPT = "以下是普通话的句子。"
 
@@ -123,7 +129,9 @@ class WhisperCT2:
         n_input = N_FRAMES if self.full_context else min(N_FRAMES, -(-(n_content + PAD_FRAMES) // 100) * 100)
         x = np.zeros((1, self.n_mels, n_input), dtype=np.float32)
         x[0, :, :n_content] = feats[:, :n_content]
+        t0 = time.perf_counter()
         enc = self._model.model.encode(ctranslate2.StorageView.from_array(x), to_cpu=False)
+        t1 = time.perf_counter()
         seq: list[int] = []
         ptoks = self._prompt_tokens(prompt)
         if ptoks:
@@ -133,7 +141,8 @@ class WhisperCT2:
         seq += prefix_toks
         # speech carries at most a few tokens a second: a longer output is a hallucination loop
         window_s = n_content / FRAMES_PER_SECOND
-        max_len = min(224, len(prefix_toks) + int(TOKENS_PER_SECOND * window_s) + 8)
+        # CTranslate2 counts the whole prompt (context, task tokens, prefix) in max_length
+        max_len = min(448, len(seq) + int(TOKENS_PER_SECOND * window_s) + 8)
         res = self._model.model.generate(
             enc,
             [seq],
@@ -145,6 +154,7 @@ class WhisperCT2:
             repetition_penalty=1.05,
             no_repeat_ngram_size=0,
         )[0]
+        t2 = time.perf_counter()
         # CTranslate2 returns the forced prefix as part of the sequence.
         text_tokens = [t for t in res.sequences_ids[0] if t < self.tokenizer.eot]
         if text_tokens[: len(prefix_toks)] != prefix_toks:
@@ -153,10 +163,14 @@ class WhisperCT2:
         if not text_tokens:
             return [], []
         align = self._model.find_alignment(self.tokenizer, [text_tokens], enc, n_content)[0]
+        self.last_timings = {"encode_ms": (t1 - t0) * 1e3, "decode_ms": (t2 - t1) * 1e3,
+                             "align_ms": (time.perf_counter() - t2) * 1e3, "frames": n_input,
+                             "new_tokens": len(text_tokens) - len(prefix_toks)}
+        audio_s = n_content / FRAMES_PER_SECOND
         words = [
-            Word(w["word"], float(w["start"]), float(w["end"]), float(w["probability"]))
+            Word(w["word"], float(w["start"]), min(float(w["end"]), audio_s), float(w["probability"]))
             for w in align
-            if w["word"].strip()
+            if w["word"].strip() and float(w["start"]) < audio_s - 0.05  # nothing past the audio's end
         ]
         return text_tokens, _merge_punctuation(words)
 

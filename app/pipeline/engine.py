@@ -41,6 +41,7 @@ class EventBus:
         self._observers: list[Callable] = []
         self._lock = threading.RLock()
         self.failures: list[tuple[str, BaseException]] = []
+        self.on_failure: list[Callable[[], None]] = []
 
     def subscribe(self, fn: Callable) -> None:
         with self._lock:
@@ -57,6 +58,9 @@ class EventBus:
     def fail(self, stage: str, err: BaseException) -> None:
         with self._lock:
             self.failures.append((stage, err))
+            callbacks = list(self.on_failure)
+        for cb in callbacks:  # unblock every other stage so the session ends instead of hanging
+            cb()
 
 
 @dataclass
@@ -149,10 +153,11 @@ class StreamingPipeline:
                                 self.cfg.mt, self.bus, self.clock, self.gate)
         self.tts_stage = (
             TTSStage(tts, self.tts_q, self.mt_stage.control, self.cfg.tts, self.bus, self.clock,
-                     self.arrival.played_at)
+                     self.arrival.played_at, self.gate)
             if tts is not None else None
         )
         self.stages = [s for s in (self.asr_stage, self.mt_stage, self.tts_stage) if s is not None]
+        self.bus.on_failure.append(self._abort)
         self.started_at = 0.0
         self.finished_at = 0.0
         self.first_audio_at: float | None = None
@@ -189,6 +194,12 @@ class StreamingPipeline:
 
     def failed(self) -> bool:
         return bool(self.bus.failures)
+
+    def _abort(self) -> None:
+        self.ring.close()
+        self.seg_q.close()
+        if self.tts_q is not None:
+            self.tts_q.close()
 
     def stage_stats(self) -> dict:
         out = {}

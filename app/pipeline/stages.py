@@ -145,7 +145,10 @@ class ASRStage(Stage):
             t0 = self.clock.now()
             self._update_vad(upto)
             self._step(upto, final)
-            self.busy_s += self.clock.now() - t0
+            dt = self.clock.now() - t0
+            self.busy_s += dt
+            timings = getattr(self.asr, "last_timings", None) or {}
+            self.metric("asr_step_ms", dt * 1000, **{k: f"{v:.0f}" for k, v in timings.items()})
             processed = upto
             if final:
                 break
@@ -419,8 +422,9 @@ class TTSStage(Stage):
     timeline; when the dub lags the speaker, it speeds up and, past a limit, skips."""
 
     def __init__(self, tts: TTSBackend, tr_in: BoundedQueue, upstream: ControlChannel, cfg: TTSConfig,
-                 bus, clock, played_at):
+                 bus, clock, played_at, gate: PriorityGate | None = None):
         super().__init__("tts", bus, clock)
+        self.gate = gate
         self.tts, self.tr_in, self.upstream, self.cfg = tts, tr_in, upstream, cfg
         self.played_at = played_at
         self.dub_end = 0.0  # wall time at which the dub timeline is free
@@ -460,7 +464,12 @@ class TTSStage(Stage):
         first = True
         for clause in clauses(tr.target):
             t0 = self.clock.now()
-            for audio in self.tts.synthesize(clause, speed=speed):
+            if first and self.gate is not None:  # the first audio of a segment is latency-critical
+                with self.gate.urgent():
+                    chunks = list(self.tts.synthesize(clause, speed=speed))
+            else:
+                chunks = self.tts.synthesize(clause, speed=speed)
+            for audio in chunks:
                 ready = self.clock.now()
                 start = max(ready, self.dub_end)
                 dur = len(audio) / self.tts.sample_rate

