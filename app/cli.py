@@ -227,6 +227,10 @@ def cmd_run(args) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
+    from app.models import store
+    for pack in (plan.asr_pack, plan.mt_pack, plan.tts_pack):
+        if pack:
+            store.get(pack)  # missing or damaged: one line, before anything else is printed
     t_load = time.monotonic()
     cores = os.cpu_count() or 2
     status(f"loading models for {plan.pair}: {plan.asr_pack}"

@@ -335,8 +335,11 @@ def _import_whisper(path: Path, stage: Path, cfg: dict):
         if not (path / n).is_file():
             raise UserError(f"{path}: Whisper folder lacks {n}")
         shutil.copy2(path / n, stage / n)
-    multilingual = cfg.get("lang_ids") and len(cfg.get("lang_ids", [])) > 1
-    return "asr", ["*"] if multilingual else ["en"], "as stated by the model's authors"
+    # English-only Whisper models have a 51864-token vocabulary, multilingual ones 51865+
+    # (their config lists language ids either way)
+    with open(path / "vocabulary.txt", encoding="utf-8", errors="replace") as f:
+        vocab = sum(1 for _ in f)
+    return "asr", ["*"] if vocab >= 51865 else ["en"], "as stated by the model's authors"
 
 
 def _import_piper(path: Path, stage: Path):

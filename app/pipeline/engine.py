@@ -11,7 +11,7 @@ import numpy as np
 
 from app.pipeline.latency import ArrivalClock, LatencyTracker
 from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation, join_words
-from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend
+from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
 from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock, PriorityGate
 from app.pipeline.ringbuffer import AudioRing
 from app.pipeline.segmenter import Segmenter, SegmenterConfig
@@ -239,6 +239,7 @@ class SerialCascade:
         self._dub_end = 0.0
         self._seq = 0
         self.utterances = 0
+        self.busy_s = 0.0
 
     def start(self) -> None:
         self.started_at = self.clock.now()
@@ -299,11 +300,17 @@ class SerialCascade:
                 break
 
     def _utterance(self, start: int, end: int) -> None:
+        t0 = self.clock.now()
+        try:
+            self._utterance_inner(start, end)
+        finally:
+            self.busy_s += self.clock.now() - t0
+
+    def _utterance_inner(self, start: int, end: int) -> None:
         self.utterances += 1
         audio = np.array(self.ring.read(start, end))
         words = self.asr.transcribe_utterance(audio)
         off = start / SR
-        from app.pipeline.protocols import Word
         words = [Word(w.text, w.start + off, w.end + off, w.probability) for w in words]
         now = self.clock.now()
         if not words:
@@ -331,5 +338,5 @@ class SerialCascade:
                                   seg.src_end))
 
     def stage_stats(self) -> dict:
-        return {"serial": {"utterances": self.utterances}}
+        return {"serial": {"utterances": self.utterances, "busy_s": round(self.busy_s, 3)}}
 

@@ -23,7 +23,7 @@ from app.pipeline.messages import (
 from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
 from app.pipeline.queues import BoundedQueue, Closed, ControlChannel, PriorityGate
 from app.pipeline.ringbuffer import AudioRing, ReaderCursor
-from app.pipeline.segmenter import SENTENCE_END, Segmenter
+from app.pipeline.segmenter import CLAUSE_END, SENTENCE_END, Segmenter
 from app.pipeline.stability import LocalAgreement, split_prefix
 
 log = logging.getLogger("relay.pipeline")
@@ -64,7 +64,7 @@ class ASRConfig:
     step_s: float = 0.5
     max_step_s: float = 4.0
     trim_after_s: float = 4.0  # trim the window at a committed sentence end past this length
-    max_window_s: float = 18.0  # hard limit: trim to the last committed word
+    max_window_s: float = 7.0  # hard limit: trim to the last committed word
     pause_s: float = 0.5  # VAD silence that ends an utterance
     vad_threshold: float = 0.5
     catch_up: bool = True  # real time: each step takes everything that arrived
@@ -217,16 +217,24 @@ class ASRStage(Stage):
             self.preview_out.put(ev)
 
     def _trim_window(self, upto: int) -> None:
+        """Keep the window short (the decoder's cost grows with it): past ``trim_after_s`` cut at
+        the last committed sentence end, else at the last committed clause mark; past
+        ``max_window_s`` at the last committed word. Committed text stays as the prompt."""
         length = (upto - self.window_start) / SR
         if length <= self.cfg.trim_after_s:
             return
         ws = self.window_start / SR
+        inside = [w for w in self._window_prefix() if w.end > ws]
         cut = None
-        for w in self._window_prefix():
-            if w.text.strip() and w.text.strip()[-1] in SENTENCE_END and w.end > ws:
-                cut = w.end
-        if cut is None and length > self.cfg.max_window_s and self.policy.committed:
-            cut = self.policy.last_committed_end
+        for marks in (SENTENCE_END, CLAUSE_END):
+            for w in inside:
+                t = w.text.strip()
+                if t and t[-1] in marks:
+                    cut = w.end
+            if cut is not None:
+                break
+        if cut is None and length > self.cfg.max_window_s and inside:
+            cut = inside[-1].end
         if cut is not None:
             self.window_start = max(self.window_start, (int(cut * SR) // HOP) * HOP)
 

@@ -25,6 +25,7 @@ def _need_models():
 
 def relay(*args, env=None, cwd=None, timeout=600):
     e = dict(os.environ)
+    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env=e, timeout=timeout)

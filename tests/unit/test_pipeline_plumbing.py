@@ -1,6 +1,7 @@
 """The pipeline's plumbing with fake backends: ordering, no loss, backpressure, clean stop."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -19,10 +20,12 @@ def cfg(**asr):
                           segmenter=SegmenterConfig(lang="en", eager_units=0))
 
 
-def feed(pipe, audio, block=1600):
+def feed(pipe, audio, block=1600, pace=0.0):
     pipe.start()
     for off in range(0, len(audio), block):
         pipe.push_audio(audio[off:off + block], wait_if_full=True)
+        if pace:
+            time.sleep(pace)
     pipe.finish(timeout=60)
 
 
@@ -59,7 +62,8 @@ def test_backpressure_slows_recognition_then_recovers():
     pipe = StreamingPipeline(asr, mt, None, FakeVAD(), c)
     metrics = []
     pipe.bus.subscribe(lambda ev: metrics.append(ev) if isinstance(ev, Metric) else None)
-    feed(pipe, speech(12.0, 1.0))
+    # 10x faster than real time, with a quiet tail during which the MT backlog drains
+    feed(pipe, np.concatenate([speech(12.0, 1.0), np.zeros(16000 * 12, np.float32)]), pace=0.01)
     steps = [m.value for m in metrics if m.name == "asr_step_s"]
     assert max(steps) > 0.5, "ASR never enlarged its step under MT backlog"
     assert steps[-1] == 0.5, "ASR did not return to its normal step after the backlog drained"
