@@ -72,6 +72,7 @@ class PipelineConfig:
     ring_seconds: float = 120.0
     seg_queue: int = 16
     tts_queue: int = 16
+    priority_gate: bool = True  # recognition yields to MT and the first TTS clause
 
 
 class SessionRecord:
@@ -125,12 +126,11 @@ class SessionRecord:
         return out, sr
 
 
-class StreamingPipeline:
-    """ASR → MT → TTS, each in its own thread, joined by bounded queues."""
+class _Session:
+    """What both ways of running share: the event bus, the audio ring, arrival stamps, the
+    latency tracker and the in-memory session record; subclasses provide ``threads``."""
 
-    def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
-                 vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None,
-                 word_boundaries=None):
+    def __init__(self, cfg: PipelineConfig | None, clock):
         self.cfg = cfg or PipelineConfig()
         self.clock = clock or MonotonicClock()
         self.bus = EventBus()
@@ -140,13 +140,60 @@ class StreamingPipeline:
         self.bus.subscribe(self.tracker)
         self.bus.subscribe(self.record)
         self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
+        self.started_at = self.finished_at = 0.0
+        self.first_audio_at: float | None = None
+
+    threads: list[threading.Thread]
+
+    def start(self) -> None:
+        self.started_at = self.clock.now()
+        for t in self.threads:
+            t.start()
+
+    def _room_for(self, n: int) -> bool:
+        return True
+
+    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False) -> None:
+        """Called by the capture or the file feeder with 16 kHz mono float32."""
+        if wait_if_full:  # fast mode: never overwrite audio that has not been read yet
+            while not self._room_for(len(samples)) and any(t.is_alive() for t in self.threads):
+                threading.Event().wait(0.01)
+        if self.first_audio_at is None:
+            self.first_audio_at = self.clock.now()
+        self.ring.write(samples)
+        self.arrival.record(self.ring.written, self.clock.now())
+
+    def finish(self, timeout: float = 600.0) -> None:
+        """End of input: what is left is committed, translated and spoken, then threads stop."""
+        self.ring.close()
+        for t in self.threads:
+            t.join(timeout)
+        self.finished_at = self.clock.now()
+        alive = [t.name for t in self.threads if t.is_alive()]
+        if alive:
+            raise PipelineError(f"stage(s) did not stop in {timeout:.0f} s: {', '.join(alive)}")
+        if self.bus.failures:
+            stage, err = self.bus.failures[0]
+            raise PipelineError(f"{stage} stage failed: {err}")
+
+    def failed(self) -> bool:
+        return bool(self.bus.failures)
+
+
+class StreamingPipeline(_Session):
+    """ASR → MT → TTS, each in its own thread, joined by bounded queues."""
+
+    def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
+                 vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None,
+                 word_boundaries=None):
+        super().__init__(cfg, clock)
         self.seg_q: BoundedQueue = BoundedQueue(self.cfg.seg_queue, FullPolicy.BLOCK, "segments")
         self.preview = LatestValue() if mt is not None and self.cfg.mt.previews else None
         self.tts_q: BoundedQueue | None = (
             BoundedQueue(self.cfg.tts_queue, FullPolicy.BLOCK, "translations") if tts is not None else None
         )
         self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now, word_boundaries)
-        self.gate = PriorityGate()
+        self.gate = PriorityGate() if self.cfg.priority_gate else None
         self.asr_stage = ASRStage(self.ring, asr, vad, self.segmenter, self.seg_q, self.preview,
                                   self.cfg.asr, self.bus, self.clock, self.gate)
         self.mt_stage = MTStage(mt, self.seg_q, self.preview, self.tts_q, self.asr_stage.control,
@@ -157,43 +204,11 @@ class StreamingPipeline:
             if tts is not None else None
         )
         self.stages = [s for s in (self.asr_stage, self.mt_stage, self.tts_stage) if s is not None]
+        self.threads = self.stages
         self.bus.on_failure.append(self._abort)
-        self.started_at = 0.0
-        self.finished_at = 0.0
-        self.first_audio_at: float | None = None
-        self._stopped = False
 
-    def start(self) -> None:
-        self.started_at = self.clock.now()
-        for s in self.stages:
-            s.start()
-
-    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False) -> None:
-        """Called by the capture or the file feeder with 16 kHz mono float32."""
-        if wait_if_full:  # fast mode: never overwrite audio the ASR has not read yet
-            while (self.ring.written + len(samples) - self.asr_stage.window_start
-                   > self.ring.capacity * 0.9) and self.asr_stage.is_alive():
-                threading.Event().wait(0.01)
-        if self.first_audio_at is None:
-            self.first_audio_at = self.clock.now()
-        self.ring.write(samples)
-        self.arrival.record(self.ring.written, self.clock.now())
-
-    def finish(self, timeout: float = 600.0) -> None:
-        """End of input: stages commit what is left, translate and speak it, then stop."""
-        self.ring.close()
-        for s in self.stages:
-            s.join(timeout)
-        self.finished_at = self.clock.now()
-        alive = [s.name for s in self.stages if s.is_alive()]
-        if alive:
-            raise PipelineError(f"stage(s) did not stop in {timeout:.0f} s: {', '.join(alive)}")
-        if self.bus.failures:
-            stage, err = self.bus.failures[0]
-            raise PipelineError(f"{stage} stage failed: {err}")
-
-    def failed(self) -> bool:
-        return bool(self.bus.failures)
+    def _room_for(self, n: int) -> bool:
+        return self.ring.written + n - self.asr_stage.window_start <= self.ring.capacity * 0.9
 
     def _abort(self) -> None:
         self.ring.close()
@@ -206,7 +221,7 @@ class StreamingPipeline:
         for s in self.stages:
             out[s.name] = {"busy_s": round(s.busy_s, 3)}
         out["asr"].update(steps=self.asr_stage.steps, overruns=self.asr_stage.cursor.overruns,
-                          yielded_to_mt=self.gate.waits)
+                          yielded_to_mt=self.gate.waits if self.gate else 0)
         out["mt"].update(translations=self.mt_stage.translations,
                          previews_coalesced=self.preview.coalesced if self.preview else 0)
         if self.tts_stage is not None:
@@ -216,53 +231,24 @@ class StreamingPipeline:
         return out
 
 
-class SerialCascade:
+class SerialCascade(_Session):
     """The classic cascade: wait for the end of each utterance (VAD), then recognise it whole,
     translate it whole and synthesise it whole, one after the other, in one worker."""
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
                  vad: VADBackend, cfg: PipelineConfig | None = None, clock=None, word_boundaries=None):
-        self.cfg = cfg or PipelineConfig()
-        self.clock = clock or MonotonicClock()
+        super().__init__(cfg, clock)
         self.asr, self.mt, self.tts, self.vad = asr, mt, tts, vad
-        self.bus = EventBus()
-        self.arrival = ArrivalClock()
-        self.tracker = LatencyTracker(self.arrival)
-        self.record = SessionRecord()
-        self.bus.subscribe(self.tracker)
-        self.bus.subscribe(self.record)
-        self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
         self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)
-        self._thread = threading.Thread(target=self._run, name="serial", daemon=True)
-        self.first_audio_at: float | None = None
-        self.started_at = self.finished_at = 0.0
+        self.threads = [threading.Thread(target=self._run, name="serial", daemon=True)]
+        self._read_pos = 0
         self._dub_end = 0.0
         self._seq = 0
         self.utterances = 0
         self.busy_s = 0.0
 
-    def start(self) -> None:
-        self.started_at = self.clock.now()
-        self._thread.start()
-
-    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False) -> None:
-        if self.first_audio_at is None:
-            self.first_audio_at = self.clock.now()
-        self.ring.write(samples)
-        self.arrival.record(self.ring.written, self.clock.now())
-
-    def finish(self, timeout: float = 600.0) -> None:
-        self.ring.close()
-        self._thread.join(timeout)
-        self.finished_at = self.clock.now()
-        if self._thread.is_alive():
-            raise PipelineError("serial cascade did not stop in time")
-        if self.bus.failures:
-            stage, err = self.bus.failures[0]
-            raise PipelineError(f"{stage} failed: {err}")
-
-    def failed(self) -> bool:
-        return bool(self.bus.failures)
+    def _room_for(self, n: int) -> bool:
+        return self.ring.written + n - self._read_pos <= self.ring.capacity * 0.9
 
     def _run(self) -> None:
         try:
@@ -294,6 +280,7 @@ class SerialCascade:
                         self._utterance(utt_start, min(last_speech + int(0.25 * SR), t + fs))
                         utt_start = None
                 pos = end
+                self._read_pos = utt_start if utt_start is not None else pos
             if self.ring.closed and self.ring.written - pos < fs:
                 if utt_start is not None:
                     self._utterance(utt_start, self.ring.written)

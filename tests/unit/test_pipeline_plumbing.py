@@ -55,15 +55,16 @@ def test_sentence_context_is_passed_as_target_prefix():
 
 
 def test_backpressure_slows_recognition_then_recovers():
-    asr, mt = FakeASR(), FakeMT(delay=0.4)
+    asr, mt = FakeASR(), FakeMT(delay=0.1)
     c = cfg(step_s=0.5, max_step_s=4.0)
+    c.priority_gate = False  # the gate would make recognition wait for MT and hide the backlog
     c.mt.slow_high, c.mt.slow_low = 2, 0
     c.segmenter = SegmenterConfig(lang="en", eager_units=1)
     pipe = StreamingPipeline(asr, mt, None, FakeVAD(), c)
     metrics = []
     pipe.bus.subscribe(lambda ev: metrics.append(ev) if isinstance(ev, Metric) else None)
     # 10x faster than real time, with a quiet tail during which the MT backlog drains
-    feed(pipe, np.concatenate([speech(12.0, 1.0), np.zeros(16000 * 12, np.float32)]), pace=0.01)
+    feed(pipe, np.concatenate([speech(12.0, 1.0), np.zeros(16000 * 40, np.float32)]), pace=0.01)
     steps = [m.value for m in metrics if m.name == "asr_step_s"]
     assert max(steps) > 0.5, "ASR never enlarged its step under MT backlog"
     assert steps[-1] == 0.5, "ASR did not return to its normal step after the backlog drained"
