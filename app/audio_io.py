@@ -18,7 +18,7 @@ def _display(path) -> str:
     return os.fsdecode(path).encode("utf-8", "replace").decode("utf-8")
 
 
-def load_audio(path: str | os.PathLike) -> np.ndarray:
+def load_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray:
     p = Path(path)
     name = _display(p)
     if not p.exists():
@@ -42,11 +42,23 @@ def load_audio(path: str | os.PathLike) -> np.ndarray:
     if len(audio) / sr > MAX_FILE_SECONDS:
         raise UserError(f"{name}: longer than {MAX_FILE_SECONDS // 3600} hours; split it first")
     if sr != SR:
-        audio = resample(audio, sr, SR)
+        audio = resample(audio, sr, SR, accel)
     return audio
 
 
-def resample(audio: np.ndarray, sr_in: int, sr_out: int) -> np.ndarray:
+ACCEL_RATES = (48000, 44100, 8000)  # our polyphase kernel's rates; soxr does the rest
+
+
+def resample(audio: np.ndarray, sr_in: int, sr_out: int, accel: str = "numpy") -> np.ndarray:
+    if sr_out == SR and sr_in in ACCEL_RATES:
+        from app.accel.dispatch import choose_backend
+        from app.accel.resample import resample_oneshot
+
+        try:
+            backend = choose_backend(accel)
+        except ValueError as e:
+            raise UserError(str(e)) from None
+        return resample_oneshot(audio, sr_in, sr_out, backend=backend).astype(np.float32)
     import soxr
 
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32)

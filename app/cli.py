@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--eager", type=int, default=None, metavar="N",
                    help="translate a stable piece once it holds N words/characters (0: wait for clause marks)")
     r.add_argument("--threads", type=int, default=0, help="CPU threads for recognition (default: all cores)")
+    r.add_argument("--accel", choices=("auto", "cuda", "cpu", "numpy"), default=None,
+                   help="audio front-end kernels: Numba CUDA, Numba CPU or NumPy (default: auto, or $RELAY_ACCEL)")
     r.add_argument("-v", "--verbose", action="store_true")
 
     m = sub.add_parser("models", help="install, list, verify and import model packs")
@@ -215,7 +217,7 @@ def cmd_run(args) -> int:
         val = getattr(args, opt)
         if val and not Path(val).resolve().parent.is_dir():
             raise UserError(f"{val}: the folder it would be written to does not exist")
-    audio = load_audio(args.input)
+    audio = load_audio(args.input, accel=args.accel or os.environ.get("RELAY_ACCEL") or "auto")
     audio_s = len(audio) / 16000
     plan = plan_pair(args.pair, no_tts=args.no_tts, asr_override=args.asr_model)
     for note in plan.notes:
@@ -227,6 +229,11 @@ def cmd_run(args) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
+    from app.accel.dispatch import choose_backend
+    try:
+        accel = choose_backend(args.accel or os.environ.get("RELAY_ACCEL") or "auto")
+    except ValueError as e:
+        raise UserError(str(e)) from None
     from app.models import store
     for pack in (plan.asr_pack, plan.mt_pack, plan.tts_pack):
         if pack:
@@ -235,7 +242,7 @@ def cmd_run(args) -> int:
     cores = os.cpu_count() or 2
     status(f"loading models for {plan.pair}: {plan.asr_pack}"
            + (f", {plan.mt_pack}" if plan.mt_pack else "") + (f", {plan.tts_pack}" if plan.tts_pack else ""))
-    asr = load_asr(plan, threads=args.threads or cores)
+    asr = load_asr(plan, threads=args.threads or cores, accel=accel)
     mt = load_mt(plan, threads=1, beam_size=args.beam)
     tts = load_tts(plan, threads=1)
     from app.backends.silero_vad import SileroVAD
@@ -261,7 +268,7 @@ def cmd_run(args) -> int:
         boundaries = JiebaBoundaries(str(relay_home() / "cache"))
     cls = SerialCascade if args.serial else StreamingPipeline
     pipe = cls(asr, mt if plan.mt_pack else (None if args.serial else mt), tts, vad, cfg,
-               word_boundaries=boundaries)
+               word_boundaries=boundaries, accel=accel)
     pipe.bus.subscribe(Printer(args.json))
     cpu0 = time.process_time()
     pipe.start()
@@ -287,6 +294,7 @@ def cmd_run(args) -> int:
     cpu_s = time.process_time() - cpu0
     wall_s = pipe.finished_at - t0
     summary = make_summary(plan, pipe, audio_s, wall_s, cpu_s, load_s, warm_s, args, interrupted)
+    summary["accel"] = accel
     _write_outputs(args, pipe, write_wav)
     if args.json:
         print(json.dumps({"type": "summary", **summary}, ensure_ascii=False), flush=True)

@@ -58,6 +58,7 @@ class WhisperCT2:
         beam_size: int = 1,
         frontend: str = "incremental",
         full_context: bool = False,
+        accel: str = "numpy",
     ):
         self.full_context = full_context
         self.name = name
@@ -80,7 +81,8 @@ class WhisperCT2:
         self.output_language = "en" if task == "translate" else (language or "")
         self._suppress = [-1]
         self.frontend = frontend
-        self._mel = IncrementalLogMel(self.n_mels)
+        self.accel = accel
+        self._mel = IncrementalLogMel(self.n_mels, backend=accel)
         
     def _set_language(self, language: str) -> None:
         self.tokenizer = Tokenizer(self._hf_tokenizer, self._multilingual, task=self.task,
@@ -104,7 +106,7 @@ class WhisperCT2:
             return self._mel.features(audio, start_sample)
         if self.frontend == "faster-whisper":
             return self._model.feature_extractor(audio)
-        return log_mel_reference(audio, self.n_mels)
+        return log_mel_reference(audio, self.n_mels, backend=self.accel)
 
     def _prompt_tokens(self, prompt: str) -> list[int]:
         text = prompt
@@ -190,7 +192,7 @@ class WhisperCT2:
         step = N_FRAMES * HOP
         with self._lock:
             for off in range(0, max(len(audio), 1), step):
-                feats = log_mel_reference(audio[off : off + step], self.n_mels)
+                feats = log_mel_reference(audio[off : off + step], self.n_mels, backend=self.accel)
                 _, words = self._decode(feats, "", "")
                 t = off / 16000
                 out += [Word(w.text, w.start + t, w.end + t, w.probability) for w in words]

@@ -99,7 +99,8 @@ def whisper_files(pack_id: str) -> dict[str, bytes]:
     return files
 
 
-def load_asr(plan: PairPlan, threads: int = 2, beam_size: int = 1, frontend: str = "incremental"):
+def load_asr(plan: PairPlan, threads: int = 2, beam_size: int = 1, frontend: str = "incremental",
+             accel: str = "numpy"):
     from app.backends.whisper_ct2 import WhisperCT2
 
     files = whisper_files(plan.asr_pack)
@@ -107,7 +108,7 @@ def load_asr(plan: PairPlan, threads: int = 2, beam_size: int = 1, frontend: str
     language = None if plan.src == "xx" else lang
     try:
         return WhisperCT2(files, name=plan.asr_pack, language=language, task=plan.asr_task,
-                          threads=threads, beam_size=beam_size, frontend=frontend)
+                          threads=threads, beam_size=beam_size, frontend=frontend, accel=accel)
     except (RuntimeError, ValueError) as e:
         raise ModelDamaged(plan.asr_pack, str(e).splitlines()[0]) from None
 

@@ -185,7 +185,7 @@ class StreamingPipeline(_Session):
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
                  vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None,
-                 word_boundaries=None):
+                 word_boundaries=None, accel: str = "numpy"):
         super().__init__(cfg, clock)
         self.seg_q: BoundedQueue = BoundedQueue(self.cfg.seg_queue, FullPolicy.BLOCK, "segments")
         self.preview = LatestValue() if mt is not None and self.cfg.mt.previews else None
@@ -195,7 +195,7 @@ class StreamingPipeline(_Session):
         self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now, word_boundaries)
         self.gate = PriorityGate() if self.cfg.priority_gate else None
         self.asr_stage = ASRStage(self.ring, asr, vad, self.segmenter, self.seg_q, self.preview,
-                                  self.cfg.asr, self.bus, self.clock, self.gate)
+                                  self.cfg.asr, self.bus, self.clock, self.gate, accel)
         self.mt_stage = MTStage(mt, self.seg_q, self.preview, self.tts_q, self.asr_stage.control,
                                 self.cfg.mt, self.bus, self.clock, self.gate)
         self.tts_stage = (
@@ -236,7 +236,8 @@ class SerialCascade(_Session):
     translate it whole and synthesise it whole, one after the other, in one worker."""
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
-                 vad: VADBackend, cfg: PipelineConfig | None = None, clock=None, word_boundaries=None):
+                 vad: VADBackend, cfg: PipelineConfig | None = None, clock=None, word_boundaries=None,
+                 accel: str = "numpy"):
         super().__init__(cfg, clock)
         self.asr, self.mt, self.tts, self.vad = asr, mt, tts, vad
         self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)

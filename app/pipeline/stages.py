@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.accel.features import frame_features
+
 from app.pipeline.messages import (
     CommittedWords,
     Control,
@@ -67,6 +69,7 @@ class ASRConfig:
     max_window_s: float = 7.0  # hard limit: trim to the last committed word
     pause_s: float = 0.5  # VAD silence that ends an utterance
     vad_threshold: float = 0.5
+    silence_db: float = -60.0  # frame RMS below this (dBFS) is silence
     catch_up: bool = True  # real time: each step takes everything that arrived
 
 
@@ -75,9 +78,10 @@ class ASRStage(Stage):
 
     def __init__(self, ring: AudioRing, asr: ASRBackend, vad: VADBackend | None, segmenter: Segmenter,
                  seg_out: BoundedQueue, preview_out, cfg: ASRConfig, bus, clock,
-                 gate: PriorityGate | None = None):
+                 gate: PriorityGate | None = None, accel: str = "numpy"):
         super().__init__("asr", bus, clock)
         self.gate = gate
+        self.accel = accel
         self.ring, self.asr, self.vad, self.segmenter = ring, asr, vad, segmenter
         self.seg_out, self.preview_out, self.cfg = seg_out, preview_out, cfg
         self.policy = LocalAgreement()
@@ -103,8 +107,12 @@ class ASRStage(Stage):
         if n_frames <= 0:
             return
         audio = self.ring.read(self._vad_pos, self._vad_pos + n_frames * fs)
-        probs = self.vad.process(np.ascontiguousarray(audio))
-        speech = probs > self.cfg.vad_threshold
+        audio = np.ascontiguousarray(audio)
+        probs = self.vad.process(audio)
+        # energy gate (accel kernel): frames near digital silence are never speech, whatever
+        # the VAD model says about them
+        rms_db, _ = frame_features(audio, fs, backend=self.accel)
+        speech = (probs > self.cfg.vad_threshold) & (rms_db[: len(probs)] > self.cfg.silence_db)
         if speech.any():
             last = int(np.nonzero(speech)[0][-1])
             self._last_speech_end = self._vad_pos + (last + 1) * fs
