@@ -168,7 +168,9 @@ class Printer:
         if not self.json:
             if isinstance(ev, Translation) and not ev.preview and ev.segment is not None:
                 s = ev.segment
-                self.out.write(f"[{_clock(s.src_start)} → {_clock(s.src_end)}] {s.text}\n    {ev.target}\n")
+                # a piece whose meaning the sentence's earlier translation already carried adds no text
+                target = ev.target or "(already covered above)"
+                self.out.write(f"[{_clock(s.src_start)} → {_clock(s.src_end)}] {s.text}\n    {target}\n")
                 self.out.flush()
             return
         if isinstance(ev, TentativeText):
