@@ -254,7 +254,6 @@ def cmd_run(args) -> int:
     status(f"models ready: loaded in {load_s:.1f} s, warm-up {warm_s:.2f} s")
 
     from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
-    from app.pipeline.segmenter import SegmenterConfig
     from app.pipeline.stages import ASRConfig, MTConfig
 
     out_lang = getattr(asr, "output_language", plan.src) or plan.src

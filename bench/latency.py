@@ -120,32 +120,28 @@ def main() -> None:
         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"),
         "compute": "int8 CPU; ASR threads = cores, MT 1, TTS 1; real-time feed in 100 ms blocks",
     }
+    def compare(key: str, wav: Path, pair: str, lang: str, pack: str, ref_src: str, ref_tgt: str | None):
+        """Pipeline and serial on the same audio, plus the same model offline, as two rows."""
+        off_err, _ = error_rate(ref_src, offline_transcript(wav, pack, lang), lang)
+        pipe = run_relay(wav, pair, args.extra.split())
+        serial = run_relay(wav, pair, ["--serial"])
+        rows.append(row(f"{pair} pipeline", pipe, score(pipe, ref_src, ref_tgt, lang)))
+        rows.append(row(f"{pair} serial", serial, score(serial, ref_src, ref_tgt, lang)))
+        r = {"subtitle_p50_serial_over_pipeline": ratio(rows[-2]["subtitle_p50"], rows[-1]["subtitle_p50"]),
+             f"offline_{key}_pct": round(off_err, 2)}
+        if ref_tgt is not None:
+            r["dub_p50_serial_over_pipeline"] = ratio(rows[-2]["dub_p50"], rows[-1]["dub_p50"])
+        ratios[pair] = r
+
     if args.only in (None, "zh"):
         ref = json.loads(ZH_REF.read_text(encoding="utf-8"))
-        ref_src = "".join(s["text"] for s in ref["segments"])
-        ref_tgt = " ".join(s["en"] for s in ref["segments"])
-        offline = offline_transcript(ZH_WAV, "whisper-base", "zh")
-        off_err, _ = error_rate(ref_src, offline, "zh")
-        pipe = run_relay(ZH_WAV, "zh-en", args.extra.split())
-        serial = run_relay(ZH_WAV, "zh-en", ["--serial"])
-        rows.append(row("zh-en pipeline", pipe, score(pipe, ref_src, ref_tgt, "zh")))
-        rows.append(row("zh-en serial", serial, score(serial, ref_src, ref_tgt, "zh")))
-        ratios["zh-en"] = {"subtitle_p50_serial_over_pipeline": ratio(rows[-2]["subtitle_p50"], rows[-1]["subtitle_p50"]),
-                           "dub_p50_serial_over_pipeline": ratio(rows[-2]["dub_p50"], rows[-1]["dub_p50"]),
-                           "offline_cer_pct": round(off_err, 2)}
+        compare("cer", ZH_WAV, "zh-en", "zh", "whisper-base", "".join(s["text"] for s in ref["segments"]),
+                " ".join(s["en"] for s in ref["segments"]))
     if args.only in (None, "en"):
         wav = ensure_devspeech()
         if wav is not None:
             ref = json.loads(wav.with_suffix(".json").read_text(encoding="utf-8"))
-            ref_src = " ".join(s["text"] for s in ref["segments"])
-            offline = offline_transcript(wav, "whisper-tiny-en", "en")
-            off_err, _ = error_rate(ref_src, offline, "en")
-            pipe = run_relay(wav, "en-en", args.extra.split())
-            serial = run_relay(wav, "en-en", ["--serial"])
-            rows.append(row("en-en pipeline", pipe, score(pipe, ref_src, None, "en")))
-            rows.append(row("en-en serial", serial, score(serial, ref_src, None, "en")))
-            ratios["en-en"] = {"subtitle_p50_serial_over_pipeline": ratio(rows[-2]["subtitle_p50"], rows[-1]["subtitle_p50"]),
-                               "offline_wer_pct": round(off_err, 2)}
+            compare("wer", wav, "en-en", "en", "whisper-tiny-en", " ".join(s["text"] for s in ref["segments"]), None)
     table = fmt(rows)
     print(table)
     print(json.dumps(ratios, indent=1))

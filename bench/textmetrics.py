@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 
 import numpy as np
 
@@ -122,6 +121,3 @@ def chrf(hyps: list[str], refs: list[str]) -> float:
 
     return float(sacrebleu.corpus_chrf(hyps, [refs]).score)
 
-
-def strip_accents(s: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", s) if not unicodedata.combining(c))

@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from app.pipeline.latency import ArrivalClock, LatencyTracker
-from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation, join_words
+from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation
 from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
 from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock, PriorityGate
 from app.pipeline.ringbuffer import AudioRing

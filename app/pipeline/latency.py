@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.pipeline.messages import CommittedWords, DubChunk, Segment, TentativeText, Translation
+from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation
 
 SR = 16000
 

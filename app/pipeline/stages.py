@@ -164,13 +164,23 @@ class ASRStage(Stage):
             self._send(seg)
         self.seg_out.close()
 
+    def _split_at_window(self) -> int:
+        """Index of the first committed word inside the window. Committed words are in time
+        order and the window only moves forward, so this scans back from the end: a step costs
+        the window's words, not the whole session's."""
+        ws = self.window_start / SR + 1e-3
+        committed = self.policy.committed
+        i = len(committed)
+        while i > 0 and committed[i - 1].end > ws:
+            i -= 1
+        return i
+
     def _window_prefix(self) -> list[Word]:
-        ws = self.window_start / SR
-        return [w for w in self.policy.committed if w.end > ws + 1e-3]
+        return self.policy.committed[self._split_at_window():]
 
     def _prompt(self) -> str:
-        ws = self.window_start / SR
-        return join_words([w for w in self.policy.committed if w.end <= ws + 1e-3][-40:])
+        i = self._split_at_window()
+        return join_words(self.policy.committed[max(0, i - 40):i])
 
     def _step(self, upto: int, final: bool) -> None:
         now = self.clock.now()

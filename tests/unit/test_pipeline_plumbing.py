@@ -1,13 +1,12 @@
 """The pipeline's plumbing with fake backends: ordering, no loss, backpressure, clean stop."""
 
-import threading
 import time
 
 import numpy as np
 import pytest
 
 from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
-from app.pipeline.messages import Control, Metric, Segment, Translation
+from app.pipeline.messages import Metric
 from app.pipeline.segmenter import SegmenterConfig
 from app.pipeline.stages import ASRConfig, MTConfig
 
