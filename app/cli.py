@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -16,10 +15,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from app import __version__
 from app.errors import UserError
 
-RESOURCES = Path(__file__).resolve().parent.parent / "resources"
-DEMO_CLIP = RESOURCES / "demo" / "zh_meeting_demo.wav"
-WARMUP_CLIP = RESOURCES / "demo" / "warmup_zh.wav"
-BLOCK_S = 0.1  # the file feeder's block, like a capture callback's
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -56,7 +51,33 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--threads", type=int, default=0, help="CPU threads for recognition (default: all cores)")
     r.add_argument("--accel", choices=("auto", "cuda", "cpu", "numpy"), default=None,
                    help="audio front-end kernels: Numba CUDA, Numba CPU or NumPy (default: auto, or $RELAY_ACCEL)")
+    # live audio (app/audio/)
+    r.add_argument("--source", metavar="DEVICE", help="live capture device (see `relay devices`), until Ctrl-C")
+    r.add_argument("--dub-device", metavar="SINK", help="play the dub on this output device")
+    r.add_argument("--passthrough", action="store_true", help="play the original under the dub, ducked while it speaks")
+    r.add_argument("--duck", type=float, default=0.25, help="gain of the original while the dub speaks (default 0.25)")
+    r.add_argument("--duration", type=float, default=None, help="stop a live session after this many seconds")
+    # latency control (issue: speculative decoding and adaptive degradation)
+    r.add_argument("--speculative", choices=("auto", "on", "off"), default="auto",
+                   help="verify the previous translation as a draft (auto: on, with the 3-rejection rollback)")
+    r.add_argument("--policy", choices=("on", "off"), default="on", help="adaptive degradation under load")
+    # cloud mode (app/cloud/)
+    r.add_argument("--cloud", metavar="URL", help="run on a Relay server (wss://HOST:PORT), local fallback")
+    r.add_argument("--token", help="access token for --cloud")
+    r.add_argument("--ca", metavar="CERT", help="trust this (self-signed) server certificate")
+    r.add_argument("--no-fallback", action="store_true", help="a cloud failure is an error instead of a local fallback")
     r.add_argument("-v", "--verbose", action="store_true")
+
+    d = sub.add_parser("devices", help="list capture sources and playback sinks")
+    d.add_argument("--json", action="store_true")
+
+    sv = sub.add_parser("serve", help="serve the pipeline to remote clients over WebSocket + TLS")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8765)
+    sv.add_argument("--cert", help="TLS certificate (PEM)")
+    sv.add_argument("--key", help="TLS private key (PEM)")
+    sv.add_argument("--tokens", help="file with one access token a line")
+    sv.add_argument("-v", "--verbose", action="store_true")
 
     m = sub.add_parser("models", help="install, list, verify and import model packs")
     msub = m.add_subparsers(dest="mcmd", parser_class=ArgParser)
@@ -79,12 +100,29 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.cmd is None:
-            build_parser().print_help()
-            return 0
+            from app.ui.main import run_gui  # `relay` alone opens the desktop window
+
+            return run_gui([])
         if args.cmd == "models":
             return cmd_models(args)
         if args.cmd == "run":
+            if args.cloud:
+                from app.cloud.client import cmd_run_cloud
+
+                return cmd_run_cloud(args)
+            if args.source:
+                from app.audio.live import cmd_run_live
+
+                return cmd_run_live(args)
             return cmd_run(args)
+        if args.cmd == "devices":
+            from app.audio.devices import cmd_devices
+
+            return cmd_devices(args)
+        if args.cmd == "serve":
+            from app.cloud.server import cmd_serve
+
+            return cmd_serve(args)
         return 0
     except UserError as e:
         print(f"relay: {e}", file=sys.stderr)
@@ -201,27 +239,34 @@ def _clock(t: float) -> str:
     return f"{int(m):02d}:{s:05.2f}"
 
 
+def options_from_args(args):
+    from app.session import SessionOptions
+
+    return SessionOptions(pair=args.pair, no_tts=args.no_tts, serial=args.serial, realtime=args.realtime,
+                          beam=args.beam, asr_step=args.asr_step, asr_model=args.asr_model,
+                          preview=args.preview, eager=args.eager, threads=args.threads, accel=args.accel,
+                          speculative=getattr(args, "speculative", "auto"), policy=getattr(args, "policy", "on"))
+
+
 def cmd_run(args) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
+    from app import session
     from app.audio_io import load_audio, write_wav
-    from app.models.loader import load_asr, load_mt, load_tts, plan_pair
 
     if args.demo and not args.input:
-        args.input = str(DEMO_CLIP)
+        args.input = str(session.DEMO_CLIP)
     if not args.input:
         raise UserError("say which audio to use: --input FILE (or --demo)")
-    if args.beam < 1:
-        raise UserError("--beam must be at least 1")
-    if not 0.2 <= args.asr_step <= 10:
-        raise UserError("--asr-step must be between 0.2 and 10 seconds")
+    opts = options_from_args(args)
+    opts.validate()
     for opt in ("dub_out", "srt", "vtt"):
         val = getattr(args, opt)
         if val and not Path(val).resolve().parent.is_dir():
             raise UserError(f"{val}: the folder it would be written to does not exist")
-    audio = load_audio(args.input, accel=args.accel or os.environ.get("RELAY_ACCEL") or "auto")
+    audio = load_audio(args.input, accel=opts.accel_request)
     audio_s = len(audio) / 16000
-    plan = plan_pair(args.pair, no_tts=args.no_tts, asr_override=args.asr_model)
+    plan = session.check_models(opts)
     for note in plan.notes:
         print(f"relay: note: {note}", file=sys.stderr)
     if args.dub_out and plan.tts_pack is None:
@@ -231,62 +276,26 @@ def cmd_run(args) -> int:
         if not args.json:
             print(msg, file=sys.stderr, flush=True)
 
-    from app.accel.dispatch import choose_backend
-    try:
-        accel = choose_backend(args.accel or os.environ.get("RELAY_ACCEL") or "auto")
-    except ValueError as e:
-        raise UserError(str(e)) from None
-    from app.models import store
-    for pack in (plan.asr_pack, plan.mt_pack, plan.tts_pack):
-        if pack:
-            store.get(pack)  # missing or damaged: one line, before anything else is printed
-    t_load = time.monotonic()
-    cores = os.cpu_count() or 2
-    status(f"loading models for {plan.pair}: {plan.asr_pack}"
-           + (f", {plan.mt_pack}" if plan.mt_pack else "") + (f", {plan.tts_pack}" if plan.tts_pack else ""))
-    asr = load_asr(plan, threads=args.threads or cores, accel=accel)
-    mt = load_mt(plan, threads=1, beam_size=args.beam)
-    tts = load_tts(plan, threads=1)
-    from app.backends.silero_vad import SileroVAD
-    vad = SileroVAD()
-    load_s = time.monotonic() - t_load
-    warm_s = warm_up(asr, mt, tts, vad)
-    status(f"models ready: loaded in {load_s:.1f} s, warm-up {warm_s:.2f} s")
-
-    from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
-    from app.pipeline.stages import ASRConfig, MTConfig
-
-    out_lang = getattr(asr, "output_language", plan.src) or plan.src
-    cfg = PipelineConfig(
-        asr=ASRConfig(step_s=args.asr_step, catch_up=args.realtime),
-        mt=MTConfig(beam_size=args.beam, previews=args.preview == "on" or (args.preview == "auto" and cores >= 4)),
-        segmenter=_segmenter_config(out_lang, args.eager),
-    )
-    boundaries = None
-    if out_lang == "zh":
-        from app.backends.zh_words import JiebaBoundaries
-        from app.models.store import relay_home
-        boundaries = JiebaBoundaries(str(relay_home() / "cache"))
-    cls = SerialCascade if args.serial else StreamingPipeline
-    pipe = cls(asr, mt if plan.mt_pack else (None if args.serial else mt), tts, vad, cfg,
-               word_boundaries=boundaries, accel=accel)
+    models = session.load_models(opts, status, plan=plan)
+    pipe = session.build_pipeline(models, opts)
     pipe.bus.subscribe(Printer(args.json))
     cpu0 = time.process_time()
     pipe.start()
-    interrupted = False
-    block = int(BLOCK_S * 16000)
     t0 = pipe.clock.now()
+    interrupted = False
     try:
-        for i, off in enumerate(range(0, len(audio), block)):
-            if args.realtime:
-                pipe.clock.sleep_until(t0 + (off + block) / 16000)
-            pipe.push_audio(audio[off: off + block], wait_if_full=not args.realtime)
-            if pipe.failed():
-                break
+        session.feed_array(pipe, audio, args.realtime)
     except KeyboardInterrupt:
         interrupted = True
         status("relay: stopping: finishing the last segment")
+    return finish_run(args, opts, models, pipe, audio_s, t0, cpu0, os.fsdecode(args.input), interrupted)
+
+
+def finish_run(args, opts, models, pipe, audio_s, t0, cpu0, source, interrupted) -> int:
+    from app import session
+    from app.audio_io import write_wav
     from app.pipeline.engine import PipelineError
+
     try:
         pipe.finish()
     except PipelineError as e:
@@ -294,8 +303,7 @@ def cmd_run(args) -> int:
         raise UserError(f"pipeline failed: {e}") from None
     cpu_s = time.process_time() - cpu0
     wall_s = pipe.finished_at - t0
-    summary = make_summary(plan, pipe, audio_s, wall_s, cpu_s, load_s, warm_s, args, interrupted)
-    summary["accel"] = accel
+    summary = session.make_summary(models, pipe, audio_s, wall_s, cpu_s, opts, source, interrupted)
     _write_outputs(args, pipe, write_wav)
     if args.json:
         print(json.dumps({"type": "summary", **summary}, ensure_ascii=False), flush=True)
@@ -304,61 +312,8 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _segmenter_config(lang: str, eager: int | None):
-    from app.pipeline.segmenter import SegmenterConfig
-
-    if lang in ("zh", "ja"):
-        return SegmenterConfig(lang=lang, eager_units=6 if eager is None else eager)
-    return SegmenterConfig(lang="en", min_clause_units=4, max_units=20, eager_units=4 if eager is None else eager)
-
-
-def warm_up(asr, mt, tts, vad) -> float:
-    """Run every model once on bundled audio so the first real input is not slowed by lazy init."""
-    from app.audio_io import load_audio
-
-    t = time.monotonic()
-    audio = load_audio(WARMUP_CLIP)
-    vad.process(audio[: (len(audio) // 512) * 512])
-    vad.reset()
-    if hasattr(asr, "warm_up"):
-        asr.warm_up(audio)
-    words = asr.transcribe_utterance(audio)
-    if mt is not None:
-        mt.translate("".join(w.text for w in words) or "你好", beam_size=1)
-    if tts is not None:
-        list(tts.synthesize("Ready."))
-    return time.monotonic() - t
-
-
-def make_summary(plan, pipe, audio_s, wall_s, cpu_s, load_s, warm_s, args, interrupted) -> dict:
-    lat = pipe.tracker.summary()
-    segs = pipe.record.segments
-    busy = sum(v.get("busy_s", 0.0) for v in pipe.stage_stats().values() if isinstance(v, dict))
-    durations = [s["src_end"] - s["src_start"] for s in segs]
-    return {
-        "pair": plan.pair,
-        "mode": ("serial" if args.serial else "pipeline") + ("/realtime" if args.realtime else "/fast"),
-        "models": plan.models,
-        "input": os.fsdecode(args.input),
-        "audio_s": round(audio_s, 3),
-        "wall_s": round(wall_s, 3),
-        "rtf": round(busy / audio_s, 3) if audio_s else None,
-        "cpu_rtf": round(cpu_s / audio_s, 3) if audio_s else None,
-        "wall_rtf": round(wall_s / audio_s, 3) if audio_s else None,
-        "load_s": round(load_s, 2),
-        "warmup_s": round(warm_s, 2),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "interrupted": interrupted,
-        "segments": segs,
-        "mean_segment_s": round(sum(durations) / len(durations), 3) if durations else 0.0,
-        "latency_ms": lat,
-        "simuleval": pipe.tracker.simul_eval(),
-        "stages": pipe.stage_stats(),
-        "threads": {"asr": getattr(args, "threads", 0) or os.cpu_count(), "mt": 1, "tts": 1},
-    }
-
-
 def _write_outputs(args, pipe, write_wav) -> None:
+    from app.session import dub_timeline
     from app.subtitles import to_srt, to_vtt, write_text
 
     if args.srt:
@@ -366,8 +321,7 @@ def _write_outputs(args, pipe, write_wav) -> None:
     if args.vtt:
         write_text(args.vtt, to_vtt(pipe.record.segments))
     if args.dub_out:
-        arrival_start = (pipe.first_audio_at or 0.0) - BLOCK_S
-        res = pipe.record.dub_timeline(arrival_start, realtime=args.realtime)
+        res = dub_timeline(pipe, getattr(args, "realtime", True))
         if res is not None:
             write_wav(args.dub_out, *res)
         else:

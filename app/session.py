@@ -1,0 +1,218 @@
+"""One interpretation session, independent of who drives it (the CLI, the desktop window, the
+cloud server): resolve the pair, load and warm the models, build the pipeline, feed it, and
+summarise. Qt-free; the UI and the server use exactly this."""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from app.errors import UserError
+
+RESOURCES = Path(__file__).resolve().parent.parent / "resources"
+DEMO_CLIP = RESOURCES / "demo" / "zh_meeting_demo.wav"
+WARMUP_CLIP = RESOURCES / "demo" / "warmup_zh.wav"
+BLOCK_S = 0.1  # the file feeder's block, like a capture callback's
+SR = 16000
+
+
+@dataclass
+class SessionOptions:
+    pair: str = "zh-en"
+    no_tts: bool = False
+    serial: bool = False
+    realtime: bool = True
+    beam: int = 4
+    asr_step: float = 0.5
+    asr_model: str | None = None
+    preview: str = "auto"  # auto | on | off
+    eager: int | None = None
+    threads: int = 0
+    accel: str | None = None
+    speculative: str = "auto"  # auto | on | off (MT drafts verified with score_batch)
+    policy: str = "on"  # adaptive degradation
+    extra: dict = field(default_factory=dict)  # options of later features (speculation, policy, …)
+
+    def validate(self) -> None:
+        if self.beam < 1:
+            raise UserError("--beam must be at least 1")
+        if not 0.2 <= self.asr_step <= 10:
+            raise UserError("--asr-step must be between 0.2 and 10 seconds")
+        if self.preview not in ("auto", "on", "off"):
+            raise UserError("--preview must be auto, on or off")
+
+    @property
+    def accel_request(self) -> str:
+        return self.accel or os.environ.get("RELAY_ACCEL") or "auto"
+
+
+@dataclass
+class LoadedModels:
+    """Backends loaded once and reusable for several sessions in a row (the window's Start/Stop)."""
+
+    plan: object
+    asr: object
+    mt: object
+    tts: object
+    vad: object
+    accel: str
+    load_s: float
+    warm_s: float
+    boundaries: object = None
+
+    @property
+    def out_lang(self) -> str:
+        return getattr(self.asr, "output_language", self.plan.src) or self.plan.src
+
+
+def check_models(opts: SessionOptions):
+    """Resolve the pair and check its packs are present and intact (one-line errors)."""
+    from app.models import store
+    from app.models.loader import plan_pair
+
+    opts.validate()
+    plan = plan_pair(opts.pair, no_tts=opts.no_tts, asr_override=opts.asr_model)
+    for pack in (plan.asr_pack, plan.mt_pack, plan.tts_pack):
+        if pack:
+            store.get(pack)
+    return plan
+
+
+def load_models(opts: SessionOptions, status: Callable[[str], None] = lambda m: None,
+                plan=None) -> LoadedModels:
+    from app.accel.dispatch import choose_backend
+    from app.backends.silero_vad import SileroVAD
+    from app.models.loader import load_asr, load_mt, load_tts
+
+    plan = plan or check_models(opts)
+    try:
+        accel = choose_backend(opts.accel_request)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    cores = os.cpu_count() or 2
+    status(f"loading models for {plan.pair}: {plan.asr_pack}"
+           + (f", {plan.mt_pack}" if plan.mt_pack else "") + (f", {plan.tts_pack}" if plan.tts_pack else ""))
+    t = time.monotonic()
+    asr = load_asr(plan, threads=opts.threads or cores, accel=accel)
+    mt = load_mt(plan, threads=1, beam_size=opts.beam)
+    tts = load_tts(plan, threads=1)
+    vad = SileroVAD()
+    load_s = time.monotonic() - t
+    status("warming up")
+    warm_s = warm_up(asr, mt, tts, vad)
+    models = LoadedModels(plan, asr, mt, tts, vad, accel, load_s, warm_s)
+    if models.out_lang == "zh":
+        from app.backends.zh_words import JiebaBoundaries
+        from app.models.store import relay_home
+
+        models.boundaries = JiebaBoundaries(str(relay_home() / "cache"))
+    status(f"models ready: loaded in {load_s:.1f} s, warm-up {warm_s:.2f} s")
+    return models
+
+
+def warm_up(asr, mt, tts, vad) -> float:
+    """Run every model once on bundled audio so the first real input is not slowed by lazy init."""
+    from app.audio_io import load_audio
+
+    t = time.monotonic()
+    audio = load_audio(WARMUP_CLIP)
+    vad.process(audio[: (len(audio) // 512) * 512])
+    vad.reset()
+    if hasattr(asr, "warm_up"):
+        asr.warm_up(audio)
+    words = asr.transcribe_utterance(audio)
+    if mt is not None:
+        mt.translate("".join(w.text for w in words) or "你好", beam_size=1)
+    if tts is not None:
+        list(tts.synthesize("Ready."))
+    return time.monotonic() - t
+
+
+def segmenter_config(lang: str, eager: int | None):
+    from app.pipeline.segmenter import SegmenterConfig
+
+    if lang in ("zh", "ja"):
+        return SegmenterConfig(lang=lang, eager_units=6 if eager is None else eager)
+    return SegmenterConfig(lang="en", min_clause_units=4, max_units=20, eager_units=4 if eager is None else eager)
+
+
+def pipeline_config(models: LoadedModels, opts: SessionOptions):
+    from app.pipeline.engine import PipelineConfig
+    from app.pipeline.stages import ASRConfig, MTConfig
+
+    cores = os.cpu_count() or 2
+    return PipelineConfig(
+        asr=ASRConfig(step_s=opts.asr_step, catch_up=opts.realtime),
+        mt=MTConfig(beam_size=opts.beam,
+                    previews=opts.preview == "on" or (opts.preview == "auto" and cores >= 4)),
+        segmenter=segmenter_config(models.out_lang, opts.eager),
+    )
+
+
+def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=None):
+    from app.pipeline.engine import SerialCascade, StreamingPipeline
+
+    models.vad.reset()
+    cfg = cfg or pipeline_config(models, opts)
+    cls = SerialCascade if opts.serial else StreamingPipeline
+    mt = models.mt if models.plan.mt_pack else (None if opts.serial else models.mt)
+    return cls(models.asr, mt, models.tts, models.vad, cfg, clock=clock,
+               word_boundaries=models.boundaries, accel=models.accel)
+
+
+def feed_array(pipe, audio, realtime: bool, stop: threading.Event | None = None) -> bool:
+    """Feed 16 kHz mono audio in capture-sized blocks; True when stopped before the end."""
+    block = int(BLOCK_S * SR)
+    t0 = pipe.clock.now()
+    for off in range(0, len(audio), block):
+        if stop is not None and stop.is_set():
+            return True
+        if realtime:
+            pipe.clock.sleep_until(t0 + (off + block) / SR)
+        pipe.push_audio(audio[off: off + block], wait_if_full=not realtime)
+        if pipe.failed():
+            break
+    return False
+
+
+def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_s: float,
+                 opts: SessionOptions, source: str, interrupted: bool) -> dict:
+    lat = pipe.tracker.summary()
+    segs = pipe.record.segments
+    busy = sum(v.get("busy_s", 0.0) for v in pipe.stage_stats().values() if isinstance(v, dict))
+    durations = [s["src_end"] - s["src_start"] for s in segs]
+    return {
+        "pair": models.plan.pair,
+        "mode": ("serial" if opts.serial else "pipeline") + ("/realtime" if opts.realtime else "/fast"),
+        "models": models.plan.models,
+        "input": source,
+        "audio_s": round(audio_s, 3),
+        "wall_s": round(wall_s, 3),
+        "rtf": round(busy / audio_s, 3) if audio_s else None,
+        "cpu_rtf": round(cpu_s / audio_s, 3) if audio_s else None,
+        "wall_rtf": round(wall_s / audio_s, 3) if audio_s else None,
+        "load_s": round(models.load_s, 2),
+        "warmup_s": round(models.warm_s, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "interrupted": interrupted,
+        "segments": segs,
+        "mean_segment_s": round(sum(durations) / len(durations), 3) if durations else 0.0,
+        "latency_ms": lat,
+        "simuleval": pipe.tracker.simul_eval(),
+        "stages": pipe.stage_stats(),
+        "threads": {"asr": opts.threads or os.cpu_count(), "mt": 1, "tts": 1},
+        "accel": models.accel,
+    }
+
+
+def dub_timeline(pipe, realtime: bool):
+    """The dub on the source timeline (or None when nothing was spoken)."""
+    arrival_start = (pipe.first_audio_at or 0.0) - BLOCK_S
+    return pipe.record.dub_timeline(arrival_start, realtime=realtime)
