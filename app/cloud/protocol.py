@@ -1,0 +1,248 @@
+"""Relay cloud protocol, version 1 (the full description is docs/PROTOCOL.md).
+
+One WebSocket per session, subprotocol ``relay.v1``, access token in the upgrade request's
+``Authorization: Bearer`` header. Text frames carry JSON control messages and events; binary
+frames carry audio (client → server) and dub audio (server → client). Everything here is pure:
+encode and decode, with every limit checked, so the server and the client agree by construction
+and the fuzz tests can drive the decoders directly.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+
+VERSION = 1
+SUBPROTOCOL = "relay.v1"
+SR = 16000
+HEARTBEAT_S = 0.1
+
+AUDIO_MAGIC = b"RLA1"
+DUB_MAGIC = b"RLD1"
+FLAG_ZLIB = 0x01
+_AUDIO_HDR = struct.Struct("<4sBxIQ")  # magic, flags, pad, frame seq, first sample index
+_DUB_HDR = struct.Struct("<4sIIQI")  # magic, event n, frame seq, sample, JSON header length
+
+MAX_FRAME_SAMPLES = SR  # at most one second of audio per frame
+MAX_AUDIO_PAYLOAD = 2 * MAX_FRAME_SAMPLES  # PCM16 bytes once decompressed
+MAX_TEXT_BYTES = 4096  # a client control message
+MAX_MESSAGE_BYTES = 1 << 20  # the WebSocket layer closes (1009) above this
+AUDIO_BURST_S = 3.0  # how far real-time audio may run ahead of the wall clock (catching up after a stall)
+FAST_AHEAD_S = 30.0  # fast mode: how far audio may run ahead of what has been answered
+TEXT_RATE_PER_S = 50.0  # client control messages (heartbeats are 10 a second)
+
+CODECS = ("pcm16", "pcm16-zlib")
+CLIENT_TYPES = ("hello", "hb", "end")
+
+
+class ProtocolError(ValueError):
+    """A malformed or out-of-limits frame; ``code`` goes into the error frame."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class AudioFrame:
+    seq: int
+    first_sample: int
+    samples: np.ndarray  # float32 in [-1, 1]
+
+    @property
+    def end_sample(self) -> int:
+        return self.first_sample + len(self.samples)
+
+
+def encode_audio(seq: int, first_sample: int, samples: np.ndarray, compress: bool = False) -> bytes:
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    flags = 0
+    if compress:
+        pcm = zlib.compress(pcm, 1)
+        flags |= FLAG_ZLIB
+    return _AUDIO_HDR.pack(AUDIO_MAGIC, flags, seq, first_sample) + pcm
+
+
+def decode_audio(data: bytes) -> AudioFrame:
+    if len(data) < _AUDIO_HDR.size:
+        raise ProtocolError("malformed", f"audio frame of {len(data)} bytes is shorter than its header")
+    magic, flags, seq, first = _AUDIO_HDR.unpack_from(data)
+    if magic != AUDIO_MAGIC:
+        raise ProtocolError("malformed", "binary frame is not a v1 audio frame")
+    if flags & ~FLAG_ZLIB:
+        raise ProtocolError("malformed", f"unknown audio flags {flags:#x}")
+    payload = data[_AUDIO_HDR.size:]
+    if flags & FLAG_ZLIB:
+        d = zlib.decompressobj()
+        try:
+            payload = d.decompress(payload, MAX_AUDIO_PAYLOAD + 1)
+        except zlib.error:
+            raise ProtocolError("malformed", "audio payload is not valid zlib") from None
+        if len(payload) > MAX_AUDIO_PAYLOAD or d.unconsumed_tail:
+            raise ProtocolError("too_large", f"audio frame over {MAX_FRAME_SAMPLES} samples")
+    if len(payload) > MAX_AUDIO_PAYLOAD:
+        raise ProtocolError("too_large", f"audio frame over {MAX_FRAME_SAMPLES} samples")
+    if len(payload) % 2:
+        raise ProtocolError("malformed", "PCM16 payload has an odd number of bytes")
+    if not payload:
+        raise ProtocolError("malformed", "empty audio frame")
+    samples = np.frombuffer(payload, dtype="<i2").astype(np.float32) / 32768.0
+    return AudioFrame(seq, first, samples)
+
+
+def encode_json(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_client_text(text: str) -> dict:
+    """A client control message: a JSON object of a known type, within the size limit."""
+    if len(text) > MAX_TEXT_BYTES:
+        raise ProtocolError("too_large", f"control message over {MAX_TEXT_BYTES} bytes")
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        raise ProtocolError("malformed", "control message is not JSON") from None
+    if not isinstance(obj, dict) or obj.get("type") not in CLIENT_TYPES:
+        raise ProtocolError("malformed", "control message needs a known 'type'")
+    if obj["type"] == "hb" and not isinstance(obj.get("t", 0), (int, float)):
+        raise ProtocolError("malformed", "heartbeat 't' must be a number")
+    return obj
+
+
+@dataclass(frozen=True)
+class Hello:
+    pair: str
+    codec: str
+    start_sample: int
+    options: dict
+
+
+_OPTION_TYPES = {"no_tts": bool, "beam": int, "asr_step": (int, float), "preview": str,
+                 "eager": (int, type(None)), "speculative": str, "policy": str, "realtime": bool}
+
+
+def parse_hello(obj: dict) -> Hello:
+    if obj.get("type") != "hello":
+        raise ProtocolError("malformed", "the first message must be 'hello'")
+    if obj.get("v") != VERSION:
+        raise ProtocolError("version", f"protocol version {obj.get('v')!r} is not supported (server speaks {VERSION})")
+    pair = obj.get("pair")
+    if not isinstance(pair, str) or not 3 <= len(pair) <= 16:
+        raise ProtocolError("malformed", "hello needs a 'pair' such as zh-en")
+    codec = obj.get("codec", "pcm16")
+    if codec not in CODECS:
+        raise ProtocolError("malformed", f"unknown codec {codec!r}")
+    start = obj.get("start_sample", 0)
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise ProtocolError("malformed", "'start_sample' must be a non-negative integer")
+    opts = obj.get("options", {})
+    if not isinstance(opts, dict):
+        raise ProtocolError("malformed", "'options' must be an object")
+    clean = {}
+    for k, v in opts.items():
+        t = _OPTION_TYPES.get(k)
+        if t is None or not isinstance(v, t) or (t is int and isinstance(v, bool)):
+            raise ProtocolError("malformed", f"option {k!r} is unknown or has the wrong type")
+        clean[k] = v
+    return Hello(pair, codec, start, clean)
+
+
+def encode_dub(n: int, stamp: tuple[int, int], header: dict, audio: np.ndarray) -> bytes:
+    h = encode_json(header).encode()
+    pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    return _DUB_HDR.pack(DUB_MAGIC, n, stamp[0], stamp[1], len(h)) + h + pcm
+
+
+def decode_dub(data: bytes) -> tuple[int, tuple[int, int], dict, np.ndarray]:
+    if len(data) < _DUB_HDR.size:
+        raise ProtocolError("malformed", "short dub frame")
+    magic, n, seq, sample, hlen = _DUB_HDR.unpack_from(data)
+    if magic != DUB_MAGIC or _DUB_HDR.size + hlen > len(data):
+        raise ProtocolError("malformed", "not a v1 dub frame")
+    header = json.loads(data[_DUB_HDR.size:_DUB_HDR.size + hlen])
+    pcm = data[_DUB_HDR.size + hlen:]
+    audio = np.frombuffer(pcm[: len(pcm) // 2 * 2], dtype="<i2").astype(np.float32) / 32768.0
+    return n, (seq, sample), header, audio
+
+
+class TokenBucket:
+    """Rate limit: ``rate`` per second with bursts up to ``burst``."""
+
+    def __init__(self, rate: float, burst: float, now: float):
+        self.rate, self.burst = rate, burst
+        self.level = burst
+        self.t = now
+
+    def take(self, now: float, amount: float = 1.0) -> bool:
+        self.level = min(self.burst, self.level + (now - self.t) * self.rate)
+        self.t = now
+        if self.level >= amount:
+            self.level -= amount
+            return True
+        return False
+
+
+# -- events: pipeline messages <-> JSON ---------------------------------------------------------
+
+def _words(words, off: float) -> list:
+    return [[w.text, round(w.start + off, 3), round(w.end + off, 3), round(w.probability, 3)] for w in words]
+
+
+def _unwords(rows) -> tuple:
+    from app.pipeline.protocols import Word
+
+    return tuple(Word(str(t), float(s), float(e), float(p)) for t, s, e, p in rows)
+
+
+def event_to_wire(ev, off: float) -> dict | None:
+    """A pipeline event as JSON (times shifted by ``off`` seconds onto the session timeline);
+    None for events that do not travel (dub chunks travel as binary frames)."""
+    from app.pipeline.messages import CommittedWords, Metric, Segment, TentativeText, Translation
+
+    if isinstance(ev, TentativeText):
+        return {"k": "partial", "words": _words(ev.words, off), "tail": ev.committed_tail}
+    if isinstance(ev, CommittedWords):
+        lags = [round(max(0.0, ev.emitted_at - s), 3) for s in ev.first_seen_at]
+        return {"k": "committed", "words": _words(ev.words, off), "lags": lags, "pause_after": ev.pause_after}
+    if isinstance(ev, Segment):
+        return {"k": "segment", "seq": ev.seq, "words": _words(ev.words, off), "reason": ev.reason,
+                "sentence_end": ev.sentence_end, "lang": ev.lang}
+    if isinstance(ev, Translation):
+        return {"k": "preview" if ev.preview else "translation", "seq": ev.seq, "source": ev.source,
+                "target": ev.target, "src_start": round(ev.src_start + off, 3),
+                "src_end": round(ev.src_end + off, 3),
+                "queue_s": round(max(0.0, ev.started_at - ev.queued_at), 4),
+                "compute_s": round(max(0.0, ev.emitted_at - ev.started_at), 4)}
+    if isinstance(ev, Metric):
+        return {"k": "metric", "name": ev.name, "value": ev.value, "labels": dict(ev.labels)}
+    return None
+
+
+def wire_to_event(d: dict, now: float, segments: dict):
+    """Rebuild a pipeline message from its JSON, stamped with the receiver's clock ``now``.
+    ``segments`` maps seq → Segment so a translation can carry its segment."""
+    from app.pipeline.messages import CommittedWords, Metric, Segment, TentativeText, Translation
+
+    k = d["k"]
+    if k == "partial":
+        return TentativeText(_unwords(d["words"]), d.get("tail", ""), now)
+    if k == "committed":
+        lags = d.get("lags") or [0.0] * len(d["words"])
+        return CommittedWords(_unwords(d["words"]), tuple(now - float(x) for x in lags), now, bool(d["pause_after"]))
+    if k == "segment":
+        return Segment(int(d["seq"]), _unwords(d["words"]), d["reason"], bool(d["sentence_end"]), now, d.get("lang", ""))
+    if k in ("translation", "preview"):
+        seg = segments.get(int(d["seq"])) if k == "translation" else None
+        started = now - float(d.get("compute_s", 0.0))
+        queued = started - float(d.get("queue_s", 0.0))
+        if seg is not None:
+            queued = seg.emitted_at
+        return Translation(int(d["seq"]), d["source"], d["target"], float(d["src_start"]), float(d["src_end"]),
+                           now, k == "preview", queued, max(queued, started), seg)
+    if k == "metric":
+        return Metric(d["name"], float(d["value"]), now, tuple(sorted((str(a), str(b)) for a, b in d.get("labels", {}).items())))
+    raise ProtocolError("malformed", f"unknown event kind {k!r}")

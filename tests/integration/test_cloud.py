@@ -1,0 +1,244 @@
+"""Cloud mode end to end: a real `relay serve` process, real TLS 1.3, real models, loopback only."""
+
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.cloud import protocol as P
+
+from .conftest import DATA, ROOT, relay, summary_of
+
+pytestmark = pytest.mark.models
+TOKEN = "test-token-0123456789"
+
+
+def make_cert(folder: Path) -> tuple[str, str]:
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
+    return str(cert), str(key)
+
+
+class Server:
+    """`relay serve` on an ephemeral loopback port; stderr is drained into ``lines``."""
+
+    def __init__(self, folder: Path, pairs: str = "zh-en", env: dict | None = None):
+        self.cert, self.key = make_cert(folder)
+        self.tokens = folder / "tokens"
+        self.tokens.write_text(f"# one a line\n{TOKEN}\nother-token-abcdef\n")
+        e = dict(os.environ, PYTHONPATH=str(ROOT), RELAY_SERVE_PAIRS=pairs, **(env or {}))
+        self.proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", "0", "--cert", self.cert,
+                                      "--key", self.key, "--tokens", str(self.tokens), "-v"],
+                                     stderr=subprocess.PIPE, text=True, env=e, cwd=ROOT)
+        self.lines: list[str] = []
+        ready = threading.Event()
+
+        def drain():
+            for line in self.proc.stderr:
+                self.lines.append(line)
+                if "serving on" in line:
+                    self.port = int(line.rsplit(":", 1)[1])
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        assert ready.wait(180) and self.proc.poll() is None, "".join(self.lines)
+        self.url = f"wss://127.0.0.1:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("srv"), pairs="zh-en,en-en")
+    yield s
+    s.stop()
+    assert "Traceback" not in "".join(s.lines), "".join(s.lines)[-3000:]
+
+
+def client_ctx(cert: str, **kw) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cafile=cert)
+    for k, v in kw.items():
+        setattr(ctx, k, v)
+    return ctx
+
+
+def raw_session(server, pair="zh-en"):
+    """A hand-driven protocol session (sync websockets client) after its welcome."""
+    from websockets.sync.client import connect
+
+    ws = connect(server.url, ssl=client_ctx(server.cert), additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                 subprotocols=[P.SUBPROTOCOL], compression=None, open_timeout=10, max_size=None)
+    ws.send(P.encode_json({"type": "hello", "v": 1, "pair": pair, "options": {"no_tts": True}}))
+    while True:
+        m = json.loads(ws.recv(timeout=30))
+        if m["type"] == "welcome":
+            return ws
+
+
+def pong(ws, timeout=5.0) -> list[dict]:
+    """Send a heartbeat and read until its pong; returns the other messages seen."""
+    ws.send(P.encode_json({"type": "hb", "t": 1.5}))
+    seen, end = [], time.monotonic() + timeout
+    while time.monotonic() < end:
+        m = ws.recv(timeout=timeout)
+        if isinstance(m, str):
+            d = json.loads(m)
+            if d["type"] == "pong":
+                return seen
+            seen.append(d)
+    raise AssertionError("no pong")
+
+
+def test_cloud_session_gives_the_same_committed_translation_as_local(server):
+    args = ["run", "--input", str(DATA / "zh_05.wav"), "--fast", "--no-tts", "--json"]
+    local = relay(*args)
+    cloud = relay(*args, "--cloud", server.url, "--token", TOKEN, "--ca", server.cert, "--no-fallback")
+    assert local.returncode == 0, local.stderr
+    assert cloud.returncode == 0, cloud.stderr
+    ls, cs = summary_of(local), summary_of(cloud)
+    assert [s["target"] for s in cs["segments"]] == [s["target"] for s in ls["segments"]]
+    assert [s["source"] for s in cs["segments"]] == [s["source"] for s in ls["segments"]]
+    assert any(s["target"] for s in cs["segments"])
+    assert cs["stages"]["cloud"]["status"] == "cloud" and not cs["stages"]["cloud"]["switches"]
+    assert cs["stages"]["cloud"]["rtt_ms"]["n"] > 0
+    events = [json.loads(x) for x in cloud.stdout.splitlines()]
+    assert {"partial", "committed", "segment", "translation"} <= {e["type"] for e in events}
+
+
+def test_wrong_or_missing_token_is_refused_before_any_audio(server):
+    p = relay("run", "--input", str(DATA / "zh_03.wav"), "--cloud", server.url, "--token", "wrong-token-xyz",
+              "--ca", server.cert, "--no-fallback", timeout=60)
+    assert p.returncode == 2
+    assert p.stderr.strip().splitlines()[-1].startswith("relay: ") and "access token" in p.stderr
+    assert "Traceback" not in p.stderr
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    for headers in ({}, {"Authorization": "Bearer " + TOKEN[:-1]}, {"Authorization": TOKEN}):
+        with pytest.raises(InvalidStatus) as e:
+            connect(server.url, ssl=client_ctx(server.cert), additional_headers=headers, open_timeout=5)
+        assert e.value.response.status_code == 401
+    assert server.alive()
+
+
+def test_untrusted_certificate_and_old_tls_and_plain_tcp_are_refused(server):
+    p = relay("run", "--input", str(DATA / "zh_03.wav"), "--cloud", server.url, "--token", TOKEN,
+              "--no-fallback", timeout=60)
+    assert p.returncode == 2 and "not trusted" in p.stderr and "Traceback" not in p.stderr
+    from websockets.sync.client import connect
+
+    old = client_ctx(server.cert, maximum_version=ssl.TLSVersion.TLSv1_2)
+    with pytest.raises(ssl.SSLError):
+        connect(server.url, ssl=old, additional_headers={"Authorization": f"Bearer {TOKEN}"}, open_timeout=5)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n\r\n")
+        try:
+            data = s.recv(1000)
+        except (ConnectionResetError, socket.timeout):
+            data = b""
+        assert b"HTTP/1.1 101" not in data
+    ws = raw_session(server)  # still serving
+    pong(ws)
+    ws.close()
+
+
+def test_oversized_frames_get_an_error_or_a_clean_close_and_the_session_goes_on(server):
+    from websockets.exceptions import ConnectionClosed
+
+    ws = raw_session(server)
+    other = raw_session(server)
+    too_long = P.encode_audio(0, 0, np.zeros(int(1.5 * P.SR), np.float32))
+    ws.send(too_long)
+    seen = pong(ws)
+    assert any(m["type"] == "error" and m["code"] == "too_large" and not m["fatal"] for m in seen)
+    ws.send(P.encode_audio(1, 0, np.zeros(1600, np.float32)))  # a good frame is still accepted
+    assert not any(m["type"] == "error" for m in pong(ws))
+    ws.send(b"\0" * (P.MAX_MESSAGE_BYTES + 10))  # over the WebSocket limit: closed with 1009
+    with pytest.raises(ConnectionClosed) as e:
+        for _ in range(100):
+            ws.recv(timeout=5)
+    assert e.value.rcvd is not None and e.value.rcvd.code == 1009
+    pong(other)  # the other session did not notice
+    other.close()
+
+
+class Fuzz:
+    ws = None
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(msg=st.one_of(st.binary(max_size=64),
+                     st.binary(max_size=40).map(lambda b: P.AUDIO_MAGIC + b),
+                     st.text(max_size=80),
+                     st.fixed_dictionaries({"type": st.sampled_from(["hb", "hello", "x"]),
+                                            "t": st.one_of(st.text(max_size=5), st.integers())}).map(P.encode_json)))
+def test_fuzzed_frames_get_error_frames_never_a_crash(server, msg):
+    from websockets.exceptions import ConnectionClosed
+
+    if Fuzz.ws is None:
+        Fuzz.ws = raw_session(server)
+    try:
+        Fuzz.ws.send(msg)
+        for m in pong(Fuzz.ws):
+            assert m["type"] in ("error", "hb", "ev"), m
+    except ConnectionClosed as e:  # too many errors: the session is closed cleanly
+        assert e.rcvd is not None and e.rcvd.code in (1000, 1008), e
+        Fuzz.ws = None
+    assert server.alive()
+
+
+def test_concurrent_sessions_in_different_directions_are_isolated(server):
+    from app.cloud.client import CloudClient
+    from app.session import SessionOptions, feed_array
+    from app.audio_io import load_audio
+
+    runs = {}
+
+    def run(pair, clip):
+        opts = SessionOptions(pair=pair, no_tts=True, realtime=False)
+        c = CloudClient(server.url, TOKEN, server.cert, opts=opts, fallback=False)
+        events = []
+        c.bus.subscribe(events.append)
+        c.connect()
+        feed_array(c, load_audio(str(DATA / clip)), realtime=False)
+        c.finish(300)
+        c.close()
+        runs[pair] = (c, events)
+
+    threads = [threading.Thread(target=run, args=a) for a in (("zh-en", "zh_05.wav"), ("en-en", "jfk.wav"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    zh, en = runs["zh-en"][0].record.segments, runs["en-en"][0].record.segments
+    cjk = lambda s: any("\u4e00" <= ch <= "\u9fff" for ch in s)  # noqa: E731
+    assert zh and all(cjk(s["source"]) for s in zh)
+    assert en and not any(cjk(s["source"]) or cjk(s["target"] or "") for s in en)
+    assert "country" in " ".join(s["target"] for s in en).lower()
+    for pair, (c, events) in runs.items():
+        assert c.status == "cloud" and not c.switches
+        seqs = [s["seq"] for s in c.record.segments]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert server.alive()
