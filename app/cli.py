@@ -202,7 +202,23 @@ class Printer:
 
     def __call__(self, ev) -> None:
         from app.pipeline.messages import CommittedWords, DubChunk, Metric, Segment, TentativeText, Translation
+        from app.pipeline.policy import PolicyTransition
+        from app.pipeline.speculation import SpeculationEvent
 
+        if isinstance(ev, PolicyTransition):
+            if self.json:
+                self._emit({"type": "degradation", **ev.as_dict()})
+            else:  # a log line, not a subtitle
+                print(f"relay: degradation level {ev.level} ({ev.rule} {ev.from_level}→{ev.to_level}): "
+                      f"{ev.reason}; {'; '.join(ev.effects) or 'no change'}", file=sys.stderr, flush=True)
+            return
+        if isinstance(ev, SpeculationEvent):
+            if self.json:
+                self._emit({"type": "speculation", "kind": ev.kind, "stream": ev.stream, "reason": ev.reason,
+                            "at": ev.at})
+            else:
+                print(f"relay: speculation {ev.kind} ({ev.stream}): {ev.reason}", file=sys.stderr, flush=True)
+            return
         if not self.json:
             if isinstance(ev, Translation) and not ev.preview and ev.segment is not None:
                 s = ev.segment
@@ -345,3 +361,12 @@ def print_summary(s: dict) -> None:
     se = s["simuleval"]
     if se["AL_ms"] is not None:
         print(f"  AL {se['AL_ms']:.0f} ms, LAAL {se['LAAL_ms']:.0f} ms over {se['sentences']} sentences", file=sys.stderr)
+    sp = s.get("speculation") or {}
+    if sp.get("drafts"):
+        print(f"  speculation ({sp['mode']}): {sp['drafts']} drafts, {sp['accepted_tokens']} tokens accepted, "
+              f"{sp['rejected_tokens']} rejected, {sp['full_accepts']} decodes skipped, {sp['fallbacks']} fallbacks",
+              file=sys.stderr)
+    dg = s.get("degradation") or {}
+    if dg.get("policy") == "on":
+        levels = ", ".join(f"level {k} {v:.1f} s" for k, v in dg["seconds_at_level"].items())
+        print(f"  degradation: {len(dg['transitions'])} transitions; {levels}", file=sys.stderr)

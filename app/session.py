@@ -163,8 +163,48 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     cfg = cfg or pipeline_config(models, opts)
     cls = SerialCascade if opts.serial else StreamingPipeline
     mt = models.mt if models.plan.mt_pack else (None if opts.serial else models.mt)
-    return cls(models.asr, mt, models.tts, models.vad, cfg, clock=clock,
+    pipe = cls(models.asr, mt, models.tts, models.vad, cfg, clock=clock,
                word_boundaries=models.boundaries, accel=models.accel)
+    # latency control: speculative MT drafts and the degradation policy (streaming only)
+    import dataclasses
+
+    from app.pipeline.policy import PipelineActuator, PolicyConfig, PolicyEngine, PolicyRunner, default_rules
+    from app.pipeline.policy import memory_probe
+    from app.pipeline.speculation import SpeculationConfig, SpeculationController
+
+    pipe.speculation = SpeculationController(SpeculationConfig(opts.speculative), pipe.clock, pipe.bus.publish)
+    pipe.policy = None
+    if opts.serial:
+        return pipe
+    pipe.mt_stage.speculation = pipe.speculation
+    if opts.policy != "on":
+        return pipe
+    english = models.plan.src == "en"
+    asr_swap = None
+    if english and models.plan.asr_pack != "whisper-tiny-en" and models.plan.asr_task == "transcribe":
+        alt = getattr(models, "alt_asr", None)
+        if alt is None:
+            from app.models import store
+            from app.models.loader import load_asr
+
+            if "whisper-tiny-en" in store.installed():
+                alt = load_asr(dataclasses.replace(models.plan, asr_pack="whisper-tiny-en"),
+                               threads=opts.threads or os.cpu_count() or 2, accel=models.accel)
+                models.alt_asr = alt
+        if alt is not None:
+            main_asr, stage = models.asr, pipe.asr_stage
+
+            def asr_swap(use_alt: bool) -> str:
+                # the stage reads its backend at each step; committed words stay its prompt/prefix
+                stage.asr = alt if use_alt else main_asr
+                return f"ASR {main_asr.name} → {alt.name}" if use_alt else f"ASR back to {main_asr.name}"
+    pcfg = PolicyConfig(rules=default_rules(english_source=english))
+    engine = PolicyEngine(pcfg.rules, start=pipe.clock.now())
+    actuator = PipelineActuator(pipe.mt_stage, pipe.speculation, batched=False, asr_swap=asr_swap)
+    pipe.policy = PolicyRunner(engine, actuator, pcfg, pipe.clock, pipe.bus.publish, pipe.arrival.played_at,
+                               memory=memory_probe(models.accel, pcfg.memory_budget_mb))
+    pipe.bus.subscribe(pipe.policy)
+    return pipe
 
 
 def feed_array(pipe, audio, realtime: bool, stop: threading.Event | None = None) -> bool:
@@ -188,6 +228,7 @@ def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_
     segs = pipe.record.segments
     busy = sum(v.get("busy_s", 0.0) for v in pipe.stage_stats().values() if isinstance(v, dict))
     durations = [s["src_end"] - s["src_start"] for s in segs]
+    spec, policy = getattr(pipe, "speculation", None), getattr(pipe, "policy", None)
     return {
         "pair": models.plan.pair,
         "mode": ("serial" if opts.serial else "pipeline") + ("/realtime" if opts.realtime else "/fast"),
@@ -209,6 +250,10 @@ def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_
         "stages": pipe.stage_stats(),
         "threads": {"asr": opts.threads or os.cpu_count(), "mt": 1, "tts": 1},
         "accel": models.accel,
+        "speculation": spec.summary() if spec is not None else {"mode": opts.speculative, "drafts": 0},
+        "degradation": ({"policy": "on", **policy.summary(policy.clock.now())} if policy is not None else
+                        {"policy": "off", "level": 0, "seconds_at_level": {"0": round(wall_s, 3)},
+                         "transitions": []}),
     }
 
 

@@ -274,6 +274,18 @@ class MTConfig:
     preview_interval_s: float = 1.0  # previews compete with recognition for the CPU
     slow_high: int = 3  # input depth that sends SLOW_DOWN upstream
     slow_low: int = 1
+    micro_batch: int = 8  # examples per batched call where a backend batches (the cloud server)
+
+
+@dataclass(frozen=True)
+class MTAdjust:
+    """A settings change for the MT stage (from the degradation policy), applied by the stage's
+    own thread between two translations; None leaves a setting as it is."""
+
+    reason: str
+    beam_size: int | None = None
+    micro_batch: int | None = None
+    compute_type: str | None = None
 
 
 class LatestValue:
@@ -302,8 +314,13 @@ class MTStage(Stage):
 
     def __init__(self, mt: MTBackend, seg_in: BoundedQueue, preview_in: LatestValue | None,
                  tts_out: BoundedQueue | None, upstream: ControlChannel, cfg: MTConfig, bus, clock,
-                 gate: PriorityGate | None = None):
+                 gate: PriorityGate | None = None, speculation=None):
         super().__init__("mt", bus, clock)
+        # a SpeculationController: the sentence's latest full translation is the next call's draft
+        self.speculation = speculation
+        self.beam_size = cfg.beam_size
+        self.micro_batch = cfg.micro_batch
+        self._draft = ""
         self.gate = gate
         self.mt, self.seg_in, self.preview_in, self.tts_out = mt, seg_in, preview_in, tts_out
         self.upstream, self.cfg = upstream, cfg
@@ -328,7 +345,9 @@ class MTStage(Stage):
     def loop(self) -> None:
         while True:
             for msg in self.control.drain():
-                if msg.kind is Control.SLOW_DOWN:
+                if isinstance(msg, MTAdjust):
+                    self._adjust(msg)
+                elif msg.kind is Control.SLOW_DOWN:
                     self._downstream_slow = True
                 elif msg.kind is Control.RESUME_NORMAL:
                     self._downstream_slow = False
@@ -352,6 +371,33 @@ class MTStage(Stage):
         if self.tts_out is not None:
             self.tts_out.close()
 
+    def _adjust(self, msg: MTAdjust) -> None:
+        if msg.beam_size is not None:
+            self.beam_size = msg.beam_size
+            self.metric("mt_beam", msg.beam_size, reason=msg.reason)
+        if msg.micro_batch is not None:
+            self.micro_batch = msg.micro_batch
+            if hasattr(self.mt, "micro_batch"):
+                self.mt.micro_batch = msg.micro_batch
+            self.metric("mt_micro_batch", msg.micro_batch, reason=msg.reason)
+        if msg.compute_type is not None and hasattr(self.mt, "set_compute_type"):
+            note = self.mt.set_compute_type(msg.compute_type)
+            self.metric("mt_compute_type_changed", 0 if note.startswith("no effect") else 1,
+                        reason=msg.reason, result=note)
+
+    def _mt(self, source: str, prefix: str, beam: int, stream: str) -> str:
+        """One translation, speculative when a draft extends ``prefix`` and the controller agrees."""
+        spec = self.speculation
+        draft = self._draft
+        if (spec is not None and draft and hasattr(self.mt, "translate_with_draft")
+                and draft.startswith(prefix) and spec.should_draft(stream)):
+            out, outcome = self.mt.translate_with_draft(source, draft, target_prefix=prefix, beam_size=beam)
+            spec.record(outcome, stream)
+        else:
+            out = self.mt.translate(source, target_prefix=prefix, beam_size=beam)
+        self._draft = out
+        return out
+
     def _join(self, a: str, b: str) -> str:
         if not a:
             return b
@@ -362,12 +408,13 @@ class MTStage(Stage):
         started = self.clock.now()
         src = self._join(self._sent_src, seg.text)
         prefix = _open_prefix(self._sent_tgt)
-        full = self.mt.translate(src, target_prefix=prefix, beam_size=self.cfg.beam_size)
+        full = self._mt(src, prefix, self.beam_size, "mt")
         new = _tail_after(full, prefix)
         if not any(c.isalnum() for c in new) and self._sent_tgt and units_of(seg.text) >= 2:
             # the model closed the sentence at the forced prefix: translate the piece on its own
-            new = self.mt.translate(seg.text, beam_size=self.cfg.beam_size).strip()
+            new = self.mt.translate(seg.text, beam_size=self.beam_size).strip()
             full = (prefix + " " + new).strip()
+            self._draft = full
         # a continuation that opens with a mark belongs to the previous piece: drop it here
         new = new.lstrip(".,;:!?。，；：！？ ")
         if not seg.sentence_end:
@@ -378,7 +425,7 @@ class MTStage(Stage):
         tr = Translation(seg.seq, seg.text, new, seg.src_start, seg.src_end, now, False,
                          seg.emitted_at, started, seg)
         if seg.sentence_end:
-            self._sent_src, self._sent_tgt = "", ""
+            self._sent_src, self._sent_tgt, self._draft = "", "", ""
         else:
             self._sent_src, self._sent_tgt = src, full
         self.bus.publish(tr)
@@ -389,7 +436,7 @@ class MTStage(Stage):
         started = self.clock.now()
         src = self._join(self._join(self._sent_src, ev.committed_tail), ev.text)
         prefix = _open_prefix(self._sent_tgt)
-        full = self.mt.translate(src, target_prefix=prefix, beam_size=1)
+        full = self._mt(src, prefix, 1, "preview")
         now = self.clock.now()
         self.busy_s += now - started
         self._last_preview = now
