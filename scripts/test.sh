@@ -3,5 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh test
+# the live-audio tests need a sound server: PulseAudio with null sinks "meeting" and "dub"
+bash scripts/pulse.sh
 export HF_HUB_OFFLINE=1
 exec .venv/bin/python -m pytest -q "$@"

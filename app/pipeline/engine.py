@@ -153,15 +153,17 @@ class _Session:
     def _room_for(self, n: int) -> bool:
         return True
 
-    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False) -> None:
-        """Called by the capture or the file feeder with 16 kHz mono float32."""
+    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False, at: float | None = None) -> None:
+        """Called by the capture or the file feeder with 16 kHz mono float32; ``at`` is when
+        the block's last sample was captured (on this pipeline's clock), default now."""
         if wait_if_full:  # fast mode: never overwrite audio that has not been read yet
             while not self._room_for(len(samples)) and any(t.is_alive() for t in self.threads):
                 threading.Event().wait(0.01)
+        now = self.clock.now() if at is None else min(at, self.clock.now())
         if self.first_audio_at is None:
-            self.first_audio_at = self.clock.now()
+            self.first_audio_at = now
         self.ring.write(samples)
-        self.arrival.record(self.ring.written, self.clock.now())
+        self.arrival.record(self.ring.written, now)
 
     def finish(self, timeout: float = 600.0) -> None:
         """End of input: what is left is committed, translated and spoken, then threads stop."""

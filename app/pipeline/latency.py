@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation
+from app.pipeline.messages import CommittedWords, DubChunk, DubPlayed, Segment, Translation
 
 SR = 16000
 
@@ -106,6 +106,11 @@ class LatencyTracker:
     timeline: list[tuple[float, str, float]] = field(default_factory=list)
     sentences: list[dict] = field(default_factory=list)
 
+    # live playback: dub latency counts to when the audio left the device (DubPlayed), not to
+    # when the TTS stage scheduled it
+    dub_from_playback: bool = False
+    dub_device_delay: list[float] = field(default_factory=list)
+
     def __post_init__(self):
         self._lock = threading.Lock()
         self._translations: dict[int, Translation] = {}
@@ -138,9 +143,16 @@ class LatencyTracker:
             tr = self._translations.get(ev.seq)
             if tr is not None:
                 self.tts_first_audio.append(max(0.0, ev.ready_at - tr.emitted_at))
-            lat = ev.start_at - self.arrival.played_at(ev.src_end)
-            self.e2e_dub.append(max(0.0, lat))
-            self.timeline.append((ev.start_at, "e2e_dub", max(0.0, lat)))
+            if not self.dub_from_playback:
+                self._dub(ev.start_at, ev.src_end)
+        elif isinstance(ev, DubPlayed) and ev.first_of_segment and self.dub_from_playback:
+            self._dub(ev.played_at, ev.src_end)
+            self.dub_device_delay.append(max(0.0, ev.played_at - ev.scheduled_at))
+
+    def _dub(self, at: float, src_end: float) -> None:
+        lat = at - self.arrival.played_at(src_end)
+        self.e2e_dub.append(max(0.0, lat))
+        self.timeline.append((at, "e2e_dub", max(0.0, lat)))
 
     def _sentence_words(self, tr: Translation, seg: Segment) -> None:
         s = self._open_sentence
@@ -180,4 +192,5 @@ class LatencyTracker:
                 "tts_first_audio": percentiles(self.tts_first_audio),
                 "e2e_subtitle": percentiles(self.e2e_subtitle),
                 "e2e_dub": percentiles(self.e2e_dub),
+                **({"dub_device_delay": percentiles(self.dub_device_delay)} if self.dub_from_playback else {}),
             }

@@ -94,6 +94,17 @@ class DubChunk:
 
 
 @dataclass(frozen=True)
+class DubPlayed:
+    """A dub chunk's first sample left the output device (``played_at``, pipeline clock)."""
+
+    seq: int
+    first_of_segment: bool
+    src_end: float
+    scheduled_at: float  # the chunk's start on the TTS stage's timeline
+    played_at: float
+
+
+@dataclass(frozen=True)
 class Metric:
     name: str
     value: float
