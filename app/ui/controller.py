@@ -1,0 +1,270 @@
+"""Runs one session at a time off the GUI thread and reports back through signals.
+
+A session is one worker thread: read the file (or open the live source), check and load the
+models (kept for the next Start), build the pipeline, subscribe the bridge, start, feed the file
+at real-time pace (or wait for Stop on a live source), then finish the pipeline (every committed
+segment is translated and spoken) and summarise. Stop only sets an event; the window never waits."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from PySide6.QtCore import QObject, Signal
+
+from app import session
+from app.errors import ModelDamaged, ModelMissing, UserError
+from app.pipeline.messages import DubChunk
+from app.ui.gauges import GaugeSnapshot
+
+log = logging.getLogger("relay.ui")
+FILE_SOURCE = "file"
+
+
+@dataclass
+class StartRequest:
+    source: str  # FILE_SOURCE or a capture device id
+    opts: session.SessionOptions
+    file_path: str = ""
+    dub: bool = True
+    dub_device: str | None = None  # None: keep the dub in memory (export as WAV)
+    passthrough: bool = False
+    duck: float = 0.25
+    volume: float = 0.8
+    extra: dict = field(default_factory=dict)
+
+
+class SessionController(QObject):
+    status = Signal(str)
+    state_changed = Signal(str)  # idle | loading | running | stopping
+    started = Signal()
+    stopped = Signal(object)  # summary dict (with "error" when the pipeline failed), or None
+    failed = Signal(str)  # bad input or a failure before the session started
+    models_missing = Signal(str)  # the message names the install command
+    _started = Signal(object)
+    _done = Signal(object, object)
+
+    def __init__(self, bridge, parent=None):
+        super().__init__(parent)
+        self.bridge = bridge
+        self.state = "idle"
+        self.pipe = None
+        self.live = None
+        self.request: StartRequest | None = None
+        self._models: dict[tuple, session.LoadedModels] = {}
+        self._stop = threading.Event()
+        self._worker: threading.Thread | None = None
+        self._cursor = {"timeline": 0, "asr": 0}
+        self._proc = None
+        self._started.connect(self._on_started)
+        self._done.connect(self._on_done)
+
+    # -- GUI thread ----------------------------------------------------------------------------
+    def start(self, req: StartRequest) -> None:
+        if self.state != "idle":
+            return
+        self.request = req
+        self._stop.clear()
+        self._cursor = {"timeline": 0, "asr": 0}
+        self._set_state("loading")
+        self._worker = threading.Thread(target=self._run, args=(req,), name="relay-session", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        if self.state in ("loading", "running"):
+            self._stop.set()
+            if self.state == "running":
+                self._set_state("stopping")
+                self.status.emit("Stopping: finishing the last segment…")
+
+    @property
+    def busy(self) -> bool:
+        return self.state != "idle"
+
+    def wait(self, timeout: float = 60.0) -> bool:
+        """Join the worker (for shutdown paths and tests); True when it has ended."""
+        w = self._worker
+        if w is not None:
+            w.join(timeout)
+            return not w.is_alive()
+        return True
+
+    def _set_state(self, s: str) -> None:
+        self.state = s
+        self.state_changed.emit(s)
+
+    def _on_started(self, pipe) -> None:
+        self.pipe = pipe
+        self._set_state("running" if not self._stop.is_set() else "stopping")
+        self.started.emit()
+
+    def _on_done(self, kind: str, payload) -> None:
+        self.bridge.flush()  # every event published before the end is delivered first
+        self._set_state("idle")
+        if kind == "summary":
+            self.stopped.emit(payload)
+        elif kind == "missing":
+            self.models_missing.emit(payload)
+            self.stopped.emit(None)
+        elif kind == "error":
+            self.failed.emit(payload)
+            self.stopped.emit(None)
+        else:  # cancelled while loading
+            self.status.emit("Cancelled")
+            self.stopped.emit(None)
+
+    # -- worker thread ------------------------------------------------------------------------
+    def _run(self, req: StartRequest) -> None:
+        try:
+            result = self._session(req)
+        except (ModelMissing, ModelDamaged) as e:
+            result = ("missing", str(e))
+        except UserError as e:
+            result = ("error", str(e))
+        except Exception as e:  # a bug: say so in one line, details in the log
+            log.exception("session failed")
+            result = ("error", f"the session failed unexpectedly: {type(e).__name__}: {e}")
+        try:
+            self._done.emit(*result)
+        except RuntimeError:  # the window was destroyed without waiting; nobody is listening
+            pass
+
+    def _session(self, req: StartRequest):
+        opts = req.opts
+        audio = None
+        if req.source == FILE_SOURCE:
+            if not req.file_path:
+                raise UserError("choose an audio file first")
+            self.status.emit("Reading the audio file…")
+            from app.audio_io import load_audio
+
+            audio = load_audio(req.file_path, accel=opts.accel_request)
+        plan = session.check_models(opts)
+        key = (plan.pair, plan.asr_pack, plan.mt_pack, plan.tts_pack, opts.beam, opts.accel_request)
+        models = self._models.get(key)
+        if models is None:
+            models = session.load_models(opts, lambda m: self.status.emit(m[:1].upper() + m[1:]), plan=plan)
+            self._models = {key: models}  # one set in memory at a time
+        if self._stop.is_set():
+            return "cancelled", None
+        if audio is not None:
+            return self._run_file(models, opts, audio, req)
+        return self._run_live(models, opts, req)
+
+    def _run_file(self, models, opts, audio, req: StartRequest):
+        import os
+
+        pipe = session.build_pipeline(models, opts)
+        pipe.bus.subscribe(self.bridge)
+        player = self._player_for(pipe, models, req)
+        cpu0 = time.process_time()
+        pipe.start()
+        t0 = pipe.clock.now()
+        if player is not None:
+            player.start()
+        self._started.emit(pipe)
+        self.status.emit(f"Interpreting {os.path.basename(req.file_path)} ({len(audio) / session.SR:.0f} s)")
+        interrupted = session.feed_array(pipe, audio, realtime=True, stop=self._stop)
+        fed_s = min(len(audio), pipe.ring.written) / session.SR
+        error = None
+        try:
+            pipe.finish()
+        except Exception as e:  # PipelineError: keep what was processed
+            error = str(e)
+        if player is not None:
+            player.drain(min(20.0, player.pending_s() + 2.0))
+            player.stop()
+        summary = session.make_summary(models, pipe, fed_s, (pipe.finished_at or pipe.clock.now()) - t0,
+                                       time.process_time() - cpu0, opts, req.file_path, interrupted)
+        if error:
+            summary["error"] = error
+        return "summary", summary
+
+    def _player_for(self, pipe, models, req: StartRequest):
+        """Play the dub of a file session on an output device (app.audio's DubPlayer)."""
+        if not (req.dub and req.dub_device) or models.tts is None:
+            return None
+        try:
+            from app.audio.devices import resolve
+            from app.audio.playback import DubPlayer
+        except ImportError:
+            return None
+        sink = resolve(req.dub_device, output=True)
+        offset = time.monotonic() - pipe.clock.now()
+        player = DubPlayer(sink, accel=models.accel, publish=pipe.bus.publish,
+                           to_pipe_clock=lambda t: t - offset)
+        pipe.tracker.dub_from_playback = True
+        volume = req.volume
+
+        def play(ev):
+            if isinstance(ev, DubChunk) and volume != 1.0:
+                ev = dataclasses.replace(ev, audio=ev.audio * volume)
+            player(ev)
+
+        pipe.bus.subscribe(play)
+        return player
+
+    def _run_live(self, models, opts, req: StartRequest):
+        try:
+            from app.audio.live import LiveSession
+        except ImportError:
+            raise UserError("live capture is not available in this build; choose an audio file") from None
+        kwargs = dict(dub_device=req.dub_device if req.dub else None, passthrough=req.passthrough, duck=req.duck)
+        params = inspect.signature(LiveSession).parameters
+        if "volume" in params:
+            kwargs["volume"] = req.volume
+        live = LiveSession(models, opts, req.source, **kwargs)
+        live.pipe.bus.subscribe(self.bridge)
+        live.start()
+        self.live = live
+        self._started.emit(live.pipe)
+        self.status.emit(f"Listening to {req.source}")
+        self._stop.wait()
+        try:
+            summary = live.stop()
+        finally:
+            self.live = None
+        return "summary", summary
+
+    # -- gauges (GUI timer) ------------------------------------------------------------------
+    def snapshot(self, with_percentiles: bool = True) -> GaugeSnapshot | None:
+        pipe = self.pipe
+        if pipe is None:
+            return None
+        now = pipe.clock.now() - pipe.started_at
+        tr = pipe.tracker
+        s = GaugeSnapshot(now=now)
+        if with_percentiles:
+            s.latency_ms = tr.summary()
+        n = len(tr.timeline)
+        for t, name, v in tr.timeline[self._cursor["timeline"]:n]:
+            s.points.append((t - pipe.started_at, name, v))
+        self._cursor["timeline"] = n
+        n = len(tr.asr_first_token)
+        s.points += [(now, "asr_first_token", v) for v in tr.asr_first_token[self._cursor["asr"]:n]]
+        self._cursor["asr"] = n
+        if getattr(pipe, "seg_q", None) is not None:
+            s.queues["segments"] = len(pipe.seg_q)
+        if getattr(pipe, "tts_q", None) is not None:
+            s.queues["translations"] = len(pipe.tts_q)
+        s.audio_s = pipe.ring.written / session.SR
+        if s.audio_s > 1:
+            busy = sum(v.get("busy_s", 0.0) for v in pipe.stage_stats().values() if isinstance(v, dict))
+            s.rtf = busy / s.audio_s
+        s.cpu_pct, s.rss_mb = self._process_usage()
+        return s
+
+    def _process_usage(self):
+        try:
+            import psutil
+
+            if self._proc is None:
+                self._proc = psutil.Process()
+                self._proc.cpu_percent(None)
+            return self._proc.cpu_percent(None), self._proc.memory_info().rss / 2**20
+        except Exception:
+            return None, None

@@ -1,0 +1,128 @@
+"""Cloud settings, session summary and about dialogs."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QGridLayout,
+    QLabel,
+    QLineEdit,
+    QVBoxLayout,
+)
+
+from app import __version__
+from app.ui.settings import keyring_available, validate_server_url
+
+
+class CloudDialog(QDialog):
+    """Server address and access token; an invalid address is an inline error, not a popup."""
+
+    def __init__(self, url: str, token: str, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Cloud server")
+        self.setMinimumWidth(480)
+        self.url = QLineEdit(url)
+        self.url.setPlaceholderText("wss://relay.example.org:8765")
+        self.url.setAccessibleName("Server address")
+        self.token = QLineEdit(token)
+        self.token.setEchoMode(QLineEdit.Password)
+        self.token.setAccessibleName("Access token")
+        self.error = QLabel("")
+        self.error.setObjectName("inlineError")
+        self.error.setWordWrap(True)
+        self.error.hide()
+        where = ("stored in the OS keyring" if keyring_available()
+                 else "no OS keyring found: kept for this run only, never written to the settings file")
+        note = QLabel(f"The token is {where}.")
+        note.setObjectName("sectionTitle")
+        note.setWordWrap(True)
+        form = QFormLayout()
+        url_label = QLabel("Server &address")
+        url_label.setBuddy(self.url)
+        tok_label = QLabel("Access &token")
+        tok_label.setBuddy(self.token)
+        form.addRow(url_label, self.url)
+        form.addRow("", self.error)
+        form.addRow(tok_label, self.token)
+        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(note)
+        lay.addWidget(buttons)
+        self.url.textEdited.connect(lambda _t: self.error.hide())
+
+    def accept(self) -> None:
+        text = self.url.text().strip()
+        problem = validate_server_url(text) if text else None  # empty: cloud off, allowed
+        if problem:
+            self.error.setText(problem)
+            self.error.show()
+            self.url.setFocus()
+            self.url.selectAll()
+            return
+        super().accept()
+
+
+class SummaryDialog(QDialog):
+    ROWS = (("asr_first_token", "ASR first token"), ("mt_queue_wait", "MT queue wait"),
+            ("tts_first_audio", "TTS first audio"), ("e2e_subtitle", "Subtitle, end to end"),
+            ("e2e_dub", "Dub, end to end"))
+
+    def __init__(self, summary: dict, corrected: int, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Session summary")
+        self.summary = summary
+        segs = summary.get("segments") or []
+        head = QLabel(
+            f"<b>{summary.get('pair', '')}</b> · {summary.get('audio_s', 0):.1f} s of audio in "
+            f"{summary.get('wall_s', 0):.1f} s · {len(segs)} segments"
+            + (f" ({corrected} corrected)" if corrected else "")
+            + (f" · real-time factor {summary['rtf']:.2f}" if summary.get("rtf") is not None else ""))
+        head.setWordWrap(True)
+        grid = QGridLayout()
+        for c, h in enumerate(("", "p50", "p95", "p99", "n")):
+            lab = QLabel(f"<b>{h}</b>")
+            grid.addWidget(lab, 0, c, Qt.AlignRight if c else Qt.AlignLeft)
+        lat = summary.get("latency_ms") or {}
+        for r, (key, name) in enumerate(self.ROWS, 1):
+            d = lat.get(key) or {}
+            grid.addWidget(QLabel(name), r, 0)
+            for c, k in enumerate(("p50", "p95", "p99"), 1):
+                v = d.get(k)
+                grid.addWidget(QLabel("–" if v is None else f"{v:.0f} ms"), r, c, Qt.AlignRight)
+            grid.addWidget(QLabel(str(d.get("n", 0))), r, 4, Qt.AlignRight)
+        lay = QVBoxLayout(self)
+        lay.addWidget(head)
+        if summary.get("error"):
+            err = QLabel(f"The pipeline stopped with an error: {summary['error']}. What was processed is kept.")
+            err.setObjectName("inlineError")
+            err.setWordWrap(True)
+            lay.addWidget(err)
+        lay.addLayout(grid)
+        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons.rejected.connect(self.reject)
+        buttons.accepted.connect(self.accept)
+        lay.addWidget(buttons)
+
+
+class AboutDialog(QDialog):
+    def __init__(self, models_note: str, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("About Relay")
+        text = QLabel(
+            f"<h3>Relay {__version__}</h3><p>Live interpretation: subtitles and a dubbed translation while "
+            "the speaker talks. Recognition by Whisper (CTranslate2), translation by OPUS-MT, speech by "
+            f"Piper. Everything runs on this computer unless cloud mode is on.</p><p>{models_note}</p>"
+            "<p>Licence: GPL-3.0-or-later.</p>")
+        text.setWordWrap(True)
+        text.setTextInteractionFlags(Qt.TextBrowserInteraction)
+        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addWidget(text)
+        lay.addWidget(buttons)

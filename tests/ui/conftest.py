@@ -1,0 +1,37 @@
+"""GUI tests: offscreen Qt, settings in a temporary folder, no OS keyring writes."""
+
+import os
+import threading
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
+
+import app.ui  # noqa: E402,F401  (the shiboken 6.12 reference-count shim, before any Qt call)
+
+
+@pytest.fixture(autouse=True)
+def settings_dir(tmp_path, monkeypatch):
+    d = tmp_path / "settings"
+    monkeypatch.setenv("RELAY_SETTINGS_DIR", str(d))
+    return d
+
+
+@pytest.fixture
+def window(qtbot, settings_dir):
+    from app.ui.window import MainWindow
+
+    w = MainWindow(list_devices=lambda: __import__("app.ui.choices", fromlist=["x"]).DeviceChoices())
+    qtbot.addWidget(w)
+    w.show()
+    yield w
+    if w.controller.busy:
+        w.controller.stop()
+        qtbot.waitUntil(lambda: not w.controller.busy, timeout=120_000)
+    w.overlay.close()
+
+
+def session_threads() -> list[str]:
+    names = ("asr", "mt", "tts", "serial", "relay-session", "playback")
+    return [t.name for t in threading.enumerate() if t.is_alive() and t.name in names]

@@ -1,0 +1,126 @@
+"""The window end to end: a real session with the real models, and bad inputs."""
+
+from pathlib import Path
+
+import pytest
+
+from app.subtitles import parse_srt
+from tests.ui.conftest import session_threads
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data"
+
+
+def _have_models() -> bool:
+    from app.models import store
+
+    return all(p in store.installed() for p in ("whisper-base", "opus-mt-zh-en", "piper-joe-en"))
+
+
+@pytest.mark.models
+def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_path):
+    if not _have_models():
+        pytest.fail("model packs are not installed: run `relay models install` first")
+    w = window
+    assert w.pair.currentData() == "zh-en"
+    assert w.set_file(str(DATA / "zh_demo_20s.wav"))
+    w.start_session()
+    qtbot.waitUntil(lambda: w.controller.state == "running", timeout=240_000)
+    # committed subtitles with their translation, while the file is still playing
+    qtbot.waitUntil(lambda: sum(1 for ln in w.model.data_.lines if ln.target) >= 3, timeout=60_000)
+    assert w.controller.state == "running"
+    text = " ".join(ln.target for ln in w.model.data_.lines if ln.target).lower()
+    assert "hear" in text or "everyone" in text, text  # 大家好…能听到我说话吗？
+    assert all(ln.source for ln in w.model.data_.lines)
+    # gauges received values on the display timer
+    qtbot.waitUntil(lambda: w.gauges.cells["e2e_subtitle"][3].text() not in ("–", "0"), timeout=10_000)
+    assert w.gauges.updates > 0
+    assert float(w.gauges.cells["e2e_subtitle"][0].text().split()[0]) > 0
+    assert len(w.gauges.series["e2e_subtitle"]) > 0
+    # presenter overlay
+    w.act_overlay.trigger()
+    assert w.overlay.isVisible()
+    qtbot.waitUntil(lambda: w.overlay.target_label.text() not in ("", "…"), timeout=30_000)
+    w.act_overlay.trigger()
+    assert not w.overlay.isVisible()
+    # correct a line, export SRT, parse it back
+    first = w.model.index(0)
+    assert w.model.setData(first, (w.model.data_.lines[0].source, "Corrected by the interpreter"))
+    srt = tmp_path / "live.srt"
+    assert w.export_to(str(srt), "srt")
+    cues = parse_srt(srt.read_text(encoding="utf-8"))
+    assert cues and cues[0][2] == "Corrected by the interpreter"
+    assert all(a <= b for a, b, _ in cues)
+    # Stop: clean shutdown, every committed segment kept, summary shown
+    w.toggle_session()
+    qtbot.waitUntil(lambda: not w.controller.busy, timeout=120_000)
+    assert w.last_summary is not None and not w.last_summary.get("error")
+    assert w.last_summary["interrupted"]
+    rec = [s["seq"] for s in w.controller.pipe.record.segments]
+    assert [s["seq"] for s in w.model.segments()] == rec
+    assert w.model.segments()[0]["target"] == "Corrected by the interpreter"
+    assert w.summary_dialog is not None and w.summary_dialog.isVisible()
+    w.summary_dialog.close()
+    assert session_threads() == []
+    # Start again with the loaded models, then close the window mid-session
+    w.start_session()
+    qtbot.waitUntil(lambda: w.controller.state == "running", timeout=30_000)
+    qtbot.waitUntil(lambda: w.model.rowCount() >= 2, timeout=30_000)
+    w.close()
+    qtbot.waitUntil(lambda: not w.isVisible(), timeout=120_000)
+    assert not w.controller.busy and w.controller.wait(5)
+    assert session_threads() == []
+    assert len(w.model.segments()) == len(w.controller.pipe.record.segments)
+
+
+def test_invalid_cloud_url_is_an_inline_error(window, qtbot):
+    dlg = window.cloud_settings()
+    dlg.url.setText("http://relay.example.org")
+    dlg.accept()
+    assert dlg.isVisible() and dlg.error.isVisible()
+    assert "wss://" in dlg.error.text()
+    assert window.settings.get("cloud_url") == ""  # nothing saved
+    dlg.url.setText("wss://relay.example.org:8765")
+    dlg.accept()
+    assert not dlg.isVisible()
+    assert window.settings.get("cloud_url") == "wss://relay.example.org:8765"
+
+
+def test_cloud_switch_without_server_stays_local(window, qtbot):
+    window.cloud_switch.setChecked(True)
+    assert window.cloud.state == "local"
+    assert "no cloud server configured" in window.status_label.text()
+
+
+def test_missing_model_pack_names_the_install_command(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAY_HOME", str(tmp_path / "empty-home"))
+    monkeypatch.delenv("RELAY_MODELS", raising=False)
+    from app.ui.choices import DeviceChoices
+    from app.ui.window import MainWindow
+
+    w = MainWindow(list_devices=DeviceChoices)
+    qtbot.addWidget(w)
+    w.show()
+    assert w.pair.currentText() == "No models installed"
+    assert w.set_file(str(DATA / "zh_03.wav"))
+    w.start_session()
+    qtbot.waitUntil(lambda: w.message_box is not None and w.message_box.isVisible(), timeout=30_000)
+    assert "relay models install whisper-base" in w.message_box.text()
+    qtbot.waitUntil(lambda: not w.controller.busy, timeout=10_000)
+    assert w.start_button.isEnabled() and w.start_button.text() == "Start"
+
+
+def test_a_file_that_is_not_audio_is_refused(window, qtbot, tmp_path):
+    bad = tmp_path / "notes.wav"
+    bad.write_text("these are meeting notes, not audio\n" * 20)
+    assert not window.set_file(str(bad))
+    assert window.message_box is not None and window.message_box.isVisible()
+    assert "notes.wav" in window.message_box.text() and "audio" in window.message_box.text()
+    assert window.file_edit.text() != str(bad)
+    # typed into the field directly: refused when the session starts, with a message, no traceback
+    window.message_box.close()
+    window.file_edit.setText(str(bad))
+    window.start_session()
+    qtbot.waitUntil(lambda: not window.controller.busy, timeout=30_000)
+    assert window.message_box.isVisible() and "notes.wav" in window.message_box.text()
+    assert window.controller.pipe is None
