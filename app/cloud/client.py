@@ -47,6 +47,7 @@ from urllib.parse import urlparse
 
 from app.cloud import protocol as P
 from app.cloud.ack import AnswerTracker
+from app.cloud.views import fresh_models
 from app.errors import UserError
 
 log = logging.getLogger("relay.cloud.client")
@@ -483,7 +484,7 @@ class CloudClient:
 
         written = self.ring.written
         base = min(max(self._refeed_point(), written - self.ring.capacity), written)
-        pipe = session.build_pipeline(self.models, self.opts, clock=self.clock)
+        pipe = session.build_pipeline(fresh_models(self.models), self.opts, clock=self.clock)
         self._local_base, self._local_seq_base = base, self._max_seq + 1
         self._local_answers = AnswerTracker(0, lambda p=pipe: p.asr_stage.window_start)
         pipe.bus.subscribe(self._local_answers)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-import copy
 import dataclasses
 import hmac
 import http
@@ -31,6 +30,7 @@ from pathlib import Path
 from app.cloud import protocol as P
 from app.cloud.ack import AnswerTracker
 from app.cloud.batching import MicroBatcher, SessionTranslator, batch_engine
+from app.cloud.views import asr_view, vad_view
 from app.errors import UserError
 
 log = logging.getLogger("relay.cloud.server")
@@ -81,24 +81,6 @@ def tls_context(cert: str, key: str) -> ssl.SSLContext:
 
 
 # -- shared models -------------------------------------------------------------------------------
-
-def asr_view(asr, language_fixed: bool):
-    """A per-session view of a shared Whisper model: same weights, own streaming state."""
-    v = copy.copy(asr)
-    if hasattr(asr, "_mel"):
-        v._mel = type(asr._mel)(asr.n_mels, backend=asr.accel)
-    if hasattr(asr, "_lock"):
-        v._lock = threading.Lock()
-    if not language_fixed and getattr(asr, "_multilingual", False):
-        v.tokenizer, v.detected_language = None, None
-    return v
-
-
-def vad_view(vad):
-    v = copy.copy(vad)
-    v.reset()
-    return v
-
 
 class ModelPool:
     """LoadedModels per pair, loaded once, shared by every session of that pair."""
