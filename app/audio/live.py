@@ -129,6 +129,9 @@ class LiveSession:
         s = make_summary(self.models, self.pipe, audio_s, wall_s, time.process_time() - self.cpu0, self.opts,
                          f"live:{self.source.id}", interrupted=False)
         s["mode"] = "pipeline/live"
+        # the pipeline clock's zero on CLOCK_MONOTONIC, so other processes can line events up
+        s["clock_zero_monotonic"] = round(time.monotonic() - self.pipe.clock.now(), 4)
+        s["first_audio_at"] = round(self.pipe.first_audio_at or 0.0, 4)
         s["devices"] = self.metrics()
         s["device_events"] = [{"kind": e.kind, "message": e.message, "at": round(e.at, 3)} for e in self.device_events]
         if error:

@@ -3,26 +3,23 @@
 import sys
 
 
-def _immortal_singletons() -> None:
-    """shiboken6 6.12 returns None/True/False without a new reference (correct only on Python
-    3.12+, where they are immortal), so on 3.10/3.11 every Qt call that returns nothing or a
-    bool takes one reference away and a long session dies with "deallocating None". Give the
-    three singletons the huge reference count 3.12 gives them; they are static and are never
-    freed either way."""
-    if sys.version_info >= (3, 12) or sys.implementation.name != "cpython":
+def _check_shiboken() -> None:
+    """shiboken6 6.12.0 returns None/True/False without a new reference (only harmless on Python
+    3.12+, where they are immortal): on 3.10/3.11 a session dies after a few thousand Qt calls
+    with "deallocating None". pyproject excludes that release; say so if it is installed anyway."""
+    if sys.version_info >= (3, 12):
         return
     try:
         from importlib.metadata import version
 
-        major, minor = (int(x) for x in version("shiboken6").split(".")[:2])
+        v = version("shiboken6")
     except Exception:
         return
-    if (major, minor) < (6, 12):
-        return
-    import ctypes
+    if v.startswith("6.12.0"):
+        from app.errors import UserError
 
-    for obj in (None, True, False):
-        ctypes.c_ssize_t.from_address(id(obj)).value += 1 << 40
+        raise UserError(f"PySide6 {v} crashes on Python {sys.version_info.major}.{sys.version_info.minor}; "
+                        "install another release: pip install 'PySide6-Essentials!=6.12.0'")
 
 
-_immortal_singletons()
+_check_shiboken()
