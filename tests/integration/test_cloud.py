@@ -175,11 +175,13 @@ def test_oversized_frames_get_an_error_or_a_clean_close_and_the_session_goes_on(
     assert any(m["type"] == "error" and m["code"] == "too_large" and not m["fatal"] for m in seen)
     ws.send(P.encode_audio(1, 0, np.zeros(1600, np.float32)))  # a good frame is still accepted
     assert not any(m["type"] == "error" for m in pong(ws))
-    ws.send(b"\0" * (P.MAX_MESSAGE_BYTES + 10))  # over the WebSocket limit: closed with 1009
+    # over the WebSocket limit: the server closes with 1009, possibly while the client is still
+    # writing the message (then the client sees the TLS stream end instead of the close frame)
     with pytest.raises(ConnectionClosed) as e:
+        ws.send(b"\0" * (P.MAX_MESSAGE_BYTES + 10))
         for _ in range(100):
             ws.recv(timeout=5)
-    assert e.value.rcvd is not None and e.value.rcvd.code == 1009
+    assert e.value.rcvd is None or e.value.rcvd.code == 1009
     pong(other)  # the other session did not notice
     other.close()
 
