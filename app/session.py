@@ -160,6 +160,8 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     from app.pipeline.engine import SerialCascade, StreamingPipeline
 
     models.vad.reset()
+    if hasattr(models.asr, "reset_stream"):  # the models may have served an earlier session
+        models.asr.reset_stream()
     cfg = cfg or pipeline_config(models, opts)
     cls = SerialCascade if opts.serial else StreamingPipeline
     mt = models.mt if models.plan.mt_pack else (None if opts.serial else models.mt)

@@ -202,6 +202,11 @@ class WhisperCT2:
         self.transcribe_utterance(audio)
         self._mel.reset()
 
+    def reset_stream(self) -> None:
+        """Forget the previous session's streaming state: the feature cache is keyed by sample
+        index, so a new session starting at sample 0 must not read the old one's frames."""
+        self._mel.reset()
+
 
 _PUNCT = set("。，、？！；：,.?!;:\"'”’）)")
 
