@@ -38,13 +38,15 @@ class DeviceEvent:
 
 class LiveSession:
     def __init__(self, models, opts, source_id: str, dub_device: str | None = None, passthrough: bool = False,
-                 duck: float = 0.25, rate: int = 48000, jitter_ms: float = 40.0):
+                 duck: float = 0.25, rate: int = 48000, jitter_ms: float = 40.0, volume: float = 1.0):
         from app.audio.capture import LiveCapture
         from app.audio.playback import DubPlayer
         from app.session import build_pipeline
 
         if not 0.0 <= duck <= 1.0:
             raise UserError("--duck must be between 0 and 1")
+        if not 0.0 <= volume <= 2.0:
+            raise UserError("the dub volume must be between 0 and 2")
         if passthrough and not dub_device:
             raise UserError("--passthrough plays the original under the dub: it needs --dub-device")
         devices = list_devices()
@@ -65,7 +67,7 @@ class LiveSession:
                                     passthrough=self.capture.ring if passthrough else None,
                                     passthrough_rate=rate if passthrough else None, duck_gain=duck,
                                     accel=models.accel, publish=self.pipe.bus.publish,
-                                    to_pipe_clock=self._to_pipe, on_event=self._device)
+                                    to_pipe_clock=self._to_pipe, on_event=self._device, volume=volume)
             self.pipe.bus.subscribe(self.player)
         self.t0 = self.cpu0 = 0.0
         self._stopped = False

@@ -44,7 +44,8 @@ class DubPlayer:
     def __init__(self, device: AudioDevice, rate: int = 48000, block_ms: float = 10.0, jitter_ms: float = 40.0,
                  passthrough: SampleRing | None = None, passthrough_rate: int | None = None,
                  duck_gain: float = 0.25, ramp_ms: float = 30.0, accel: str = "auto",
-                 publish=None, to_pipe_clock=lambda t: t, on_event=None, lost_after_s: float = 4.0):
+                 publish=None, to_pipe_clock=lambda t: t, on_event=None, lost_after_s: float = 4.0,
+                 volume: float = 1.0):
         self.device, self.rate = device, rate
         self.block = int(rate * block_ms / 1000)
         self.jitter = int(rate * jitter_ms / 1000)
@@ -54,6 +55,7 @@ class DubPlayer:
             raise ValueError("passthrough audio must be at the output rate")
         self.passthrough = passthrough
         self.duck_gain, self.ramp_ms, self.accel = duck_gain, ramp_ms, accel
+        self.volume = volume  # the dub's gain; may be changed while playing
         self.publish = publish or (lambda ev: None)
         self.to_pipe_clock = to_pipe_clock
         self.on_event = on_event or (lambda kind, msg: None)
@@ -191,7 +193,7 @@ class DubPlayer:
                 self._starts.append((self.out.written + filled, c))
                 self.stats.chunks += 1
             k = min(n - filled, len(audio) - off)
-            dub[filled:filled + k] = audio[off:off + k]
+            np.multiply(audio[off:off + k], self.volume, out=dub[filled:filled + k])
             filled += k
             item[2] = off + k
             if item[2] >= len(audio):

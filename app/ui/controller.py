@@ -7,8 +7,6 @@ segment is translated and spoken) and summarise. Stop only sets an event; the wi
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import logging
 import threading
 import time
@@ -18,7 +16,6 @@ from PySide6.QtCore import QObject, Signal
 
 from app import session
 from app.errors import ModelDamaged, ModelMissing, UserError
-from app.pipeline.messages import DubChunk
 from app.ui.gauges import GaugeSnapshot
 
 log = logging.getLogger("relay.ui")
@@ -196,16 +193,9 @@ class SessionController(QObject):
         sink = resolve(req.dub_device, output=True)
         offset = time.monotonic() - pipe.clock.now()
         player = DubPlayer(sink, accel=models.accel, publish=pipe.bus.publish,
-                           to_pipe_clock=lambda t: t - offset)
+                           to_pipe_clock=lambda t: t - offset, volume=req.volume)
         pipe.tracker.dub_from_playback = True
-        volume = req.volume
-
-        def play(ev):
-            if isinstance(ev, DubChunk) and volume != 1.0:
-                ev = dataclasses.replace(ev, audio=ev.audio * volume)
-            player(ev)
-
-        pipe.bus.subscribe(play)
+        pipe.bus.subscribe(player)
         return player
 
     def _run_live(self, models, opts, req: StartRequest):
@@ -213,11 +203,8 @@ class SessionController(QObject):
             from app.audio.live import LiveSession
         except ImportError:
             raise UserError("live capture is not available in this build; choose an audio file") from None
-        kwargs = dict(dub_device=req.dub_device if req.dub else None, passthrough=req.passthrough, duck=req.duck)
-        params = inspect.signature(LiveSession).parameters
-        if "volume" in params:
-            kwargs["volume"] = req.volume
-        live = LiveSession(models, opts, req.source, **kwargs)
+        live = LiveSession(models, opts, req.source, dub_device=req.dub_device if req.dub else None,
+                           passthrough=req.passthrough, duck=req.duck, volume=req.volume)
         live.pipe.bus.subscribe(self.bridge)
         live.start()
         self.live = live
