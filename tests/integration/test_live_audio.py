@@ -267,6 +267,12 @@ def test_passthrough_is_ducked_smoothly_under_the_dub(pulse, tmp_path):
     after = np.median(env[last + 60: last + 150])
     assert before > 0.3 and after > 0.3, (before, after)
     assert abs(during / before - 0.25) < 0.05, (before, during)
-    # smooth: the duck takes about ramp_ms (30 ms = 6 windows), never a one-window step
-    steps = np.abs(np.diff(env[first - 20: last + 60]))
+    # smooth: the duck takes about ramp_ms (30 ms = 6 windows), never a one-window step. A
+    # window where nothing at all came out is a playback underflow on this loaded machine (the
+    # player counts those), not a gain step: compare only neighbours that both carry sound.
+    seg, dseg = env[first - 20: last + 60], dub_env[first - 20: last + 60]
+    sound = (seg > 0.01) | (dseg > 0.01)
+    pairs = sound[1:] & sound[:-1]
+    steps = np.abs(np.diff(seg))[pairs]
+    assert pairs.mean() > 0.9, "too many dropouts to judge the envelope"
     assert steps.max() < 0.35 * (before - during), steps.max()
