@@ -38,7 +38,11 @@ class DeviceEvent:
 
 class LiveSession:
     def __init__(self, models, opts, source_id: str, dub_device: str | None = None, passthrough: bool = False,
-                 duck: float = 0.25, rate: int = 48000, jitter_ms: float = 40.0, volume: float = 1.0):
+                 duck: float = 0.25, rate: int = 48000, jitter_ms: float = 40.0, volume: float = 1.0,
+                 pipe=None):
+        """``pipe``: where the audio goes, when not a local pipeline built here — e.g. an
+        ``app.cloud.client.CloudClient`` (started with ``connect()``, which falls back to the
+        local models by itself)."""
         from app.audio.capture import LiveCapture
         from app.audio.playback import DubPlayer
         from app.session import build_pipeline
@@ -57,16 +61,17 @@ class LiveSession:
                             "the dub back into the recognizer; play it on another sink")
         self.models, self.opts = models, opts
         opts.realtime = True
-        self.pipe = build_pipeline(models, opts)
+        self.pipe = pipe if pipe is not None else build_pipeline(models, opts)
         self.device_events: list[DeviceEvent] = []
-        self.capture = LiveCapture(self.source, self.pipe, rate=rate, accel=models.accel, on_event=self._device)
+        accel = models.accel if models.accel in ("cuda", "cpu", "numpy") else "auto"  # "server": no local models
+        self.capture = LiveCapture(self.source, self.pipe, rate=rate, accel=accel, on_event=self._device)
         self.player = None
-        if self.sink is not None and models.tts is not None:
+        if self.sink is not None and not opts.no_tts and (getattr(models, "tts", None) is not None or pipe is not None):
             self.pipe.tracker.dub_from_playback = True
             self.player = DubPlayer(self.sink, rate=rate, jitter_ms=jitter_ms,
                                     passthrough=self.capture.ring if passthrough else None,
                                     passthrough_rate=rate if passthrough else None, duck_gain=duck,
-                                    accel=models.accel, publish=self.pipe.bus.publish,
+                                    accel=accel, publish=self.pipe.bus.publish,
                                     to_pipe_clock=self._to_pipe, on_event=self._device, volume=volume)
             self.pipe.bus.subscribe(self.player)
         self.t0 = self.cpu0 = 0.0
@@ -83,7 +88,10 @@ class LiveSession:
 
     def start(self) -> None:
         self.cpu0 = time.process_time()
-        self.pipe.start()
+        if hasattr(self.pipe, "connect"):  # a cloud client: opens the session (or goes local)
+            self.pipe.connect()
+        else:
+            self.pipe.start()
         self.t0 = self.pipe.clock.now()
         if self.player is not None:
             self.player.start()
@@ -130,7 +138,7 @@ class LiveSession:
         wall_s = self.pipe.clock.now() - self.t0
         s = make_summary(self.models, self.pipe, audio_s, wall_s, time.process_time() - self.cpu0, self.opts,
                          f"live:{self.source.id}", interrupted=False)
-        s["mode"] = "pipeline/live"
+        s["mode"] = ("cloud" if hasattr(self.pipe, "connect") else "pipeline") + "/live"
         # the pipeline clock's zero on CLOCK_MONOTONIC, so other processes can line events up
         s["clock_zero_monotonic"] = round(time.monotonic() - self.pipe.clock.now(), 4)
         s["first_audio_at"] = round(self.pipe.first_audio_at or 0.0, 4)
@@ -156,7 +164,7 @@ def _json_device_events(ev) -> None:
 
 def cmd_run_live(args) -> int:
     from app import session
-    from app.cli import Printer, _write_outputs, options_from_args, print_summary
+    from app.cli import options_from_args
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -185,7 +193,18 @@ def cmd_run_live(args) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     models = session.load_models(opts, status, plan=plan)
-    live = LiveSession(models, opts, args.source, args.dub_device, args.passthrough, args.duck)
+    return run_live(args, opts, models)
+
+
+def run_live(args, opts, models, pipe=None) -> int:
+    """Run a live session until Ctrl-C, SIGTERM or --duration; print and write what it made."""
+    from app.cli import Printer, _write_outputs, print_summary
+
+    def status(msg):
+        if not args.json:
+            print(msg, file=sys.stderr, flush=True)
+
+    live = LiveSession(models, opts, args.source, args.dub_device, args.passthrough, args.duck, pipe=pipe)
     live.pipe.bus.subscribe(Printer(args.json))
     if args.json:
         live.pipe.bus.subscribe(_json_device_events)

@@ -205,13 +205,14 @@ class CloudClient:
                 self._go_local(f"no cloud: {reason}", self.clock.now(), self.clock.now())
             self._loop.call_soon_threadsafe(self._start_reconnect)
 
-    def send_audio(self, samples, wait_if_full: bool = False) -> None:
+    def send_audio(self, samples, wait_if_full: bool = False, at: float | None = None) -> None:
+        """``at``: when the block's last sample was captured, on this client's clock (live capture)."""
         if wait_if_full:  # fast mode: keep the unanswered audio in flight bounded
             with self._changed:
                 while (self._mode == "cloud" and self.ring.written - self._refeed_point() > FAST_AHEAD_S * SR):
                     self._changed.wait(0.05)
         with self._lock:
-            now = self.clock.now()
+            now = self.clock.now() if at is None else min(at, self.clock.now())
             if self.first_audio_at is None:
                 self.first_audio_at = now
             start = self.ring.written
@@ -220,7 +221,7 @@ class CloudClient:
             if self._mode == "cloud":
                 self._queue_frame(start, samples)
             elif self._mode == "local":
-                self._local.push_audio(samples, wait_if_full=wait_if_full)
+                self._local.push_audio(samples, wait_if_full=wait_if_full, at=at)
 
     push_audio = send_audio  # so app.session.feed_array can drive a client like a pipeline
 
@@ -614,14 +615,14 @@ def cmd_run_cloud(args) -> int:
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
-    if args.source:
-        raise UserError("--cloud streams files for now: use --input or --demo (live capture runs locally)")
     if args.serial:
         raise UserError("--serial is a local comparison: leave out --cloud")
+    if args.source and (args.input or args.demo):
+        raise UserError("--source captures live audio: leave out --input/--demo")
     if args.demo and not args.input:
         args.input = str(session.DEMO_CLIP)
-    if not args.input:
-        raise UserError("say which audio to use: --input FILE (or --demo)")
+    if not args.input and not args.source:
+        raise UserError("say which audio to use: --input FILE (or --demo, or --source DEVICE)")
     problem = validate_url(args.cloud)
     if problem:
         raise UserError(f"{args.cloud}: {problem}")
@@ -634,7 +635,14 @@ def cmd_run_cloud(args) -> int:
         val = getattr(args, opt)
         if val and not os.path.isdir(os.path.dirname(os.path.abspath(val))):
             raise UserError(f"{val}: the folder it would be written to does not exist")
-    audio = load_audio(args.input, accel=opts.accel_request)
+    if args.source:  # a wrong device name fails before anything loads
+        from app.audio.devices import list_devices, resolve
+
+        devices = list_devices()
+        resolve(args.source, devices=devices)
+        if args.dub_device:
+            resolve(args.dub_device, output=True, devices=devices)
+    audio = load_audio(args.input, accel=opts.accel_request) if args.input else None
 
     def status(msg):
         if not args.json:
@@ -651,6 +659,13 @@ def cmd_run_cloud(args) -> int:
     client = CloudClient(args.cloud, token, args.ca, opts=opts, models=None if args.no_fallback else models,
                          fallback=not args.no_fallback,
                          on_status=lambda s: print(f"relay: cloud: {s}", file=sys.stderr, flush=True))
+    if args.source:
+        from app.audio.live import run_live
+
+        try:
+            return run_live(args, opts, models, pipe=client)
+        finally:
+            client.close()
     try:
         client.bus.subscribe(Printer(args.json))
         client.connect()
