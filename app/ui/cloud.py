@@ -36,7 +36,7 @@ class CloudLink(QObject):
     def go_local(self) -> None:
         self._set("local", "local: everything runs on this computer")
 
-    def go_cloud(self, url: str, token: str) -> None:
+    def go_cloud(self, url: str, token: str, ca: str | None = None) -> None:
         if not url:
             self._set("local", NO_SERVER)
             return
@@ -57,7 +57,7 @@ class CloudLink(QObject):
 
         def run():
             try:
-                check(url, token)
+                check(url, token, ca)
             except Exception as e:
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
                 self._result.emit("lost", f"cloud lost ({msg}): local fallback")

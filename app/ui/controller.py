@@ -32,6 +32,7 @@ class StartRequest:
     passthrough: bool = False
     duck: float = 0.25
     volume: float = 0.8
+    cloud: tuple | None = None  # (url, token, ca or None): run on a Relay server, local fallback
     extra: dict = field(default_factory=dict)
 
 
@@ -42,6 +43,7 @@ class SessionController(QObject):
     stopped = Signal(object)  # summary dict (with "error" when the pipeline failed), or None
     failed = Signal(str)  # bad input or a failure before the session started
     models_missing = Signal(str)  # the message names the install command
+    cloud_status = Signal(str)  # cloud | cloud-lost | local | cloud-available (from the client's thread)
     _started = Signal(object)
     _done = Signal(object, object)
 
@@ -152,14 +154,34 @@ class SessionController(QObject):
             return self._run_file(models, opts, audio, req)
         return self._run_live(models, opts, req)
 
+    def _cloud_client(self, models, opts, req: StartRequest):
+        """A CloudClient for this session (warm local models for the fallback), or None."""
+        if not req.cloud:
+            return None
+        from app.cloud.client import CloudClient
+
+        url, token, ca = req.cloud
+        return CloudClient(url, token, ca or None, opts=opts, models=models, fallback=True, auto_return=True,
+                           on_status=self.cloud_status.emit)
+
     def _run_file(self, models, opts, audio, req: StartRequest):
+        client = self._cloud_client(models, opts, req)
+        try:
+            return self._run_file_on(client or session.build_pipeline(models, opts), models, opts, audio, req)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _run_file_on(self, pipe, models, opts, audio, req: StartRequest):
         import os
 
-        pipe = session.build_pipeline(models, opts)
         pipe.bus.subscribe(self.bridge)
         player = self._player_for(pipe, models, req)
         cpu0 = time.process_time()
-        pipe.start()
+        if hasattr(pipe, "connect"):  # cloud: opens the server session, or falls back at once
+            pipe.connect()
+        else:
+            pipe.start()
         t0 = pipe.clock.now()
         if player is not None:
             player.start()
@@ -177,6 +199,8 @@ class SessionController(QObject):
             player.stop()
         summary = session.make_summary(models, pipe, fed_s, (pipe.finished_at or pipe.clock.now()) - t0,
                                        time.process_time() - cpu0, opts, req.file_path, interrupted)
+        if hasattr(pipe, "connect"):
+            summary["mode"] = "cloud/file"
         if error:
             summary["error"] = error
         return "summary", summary
@@ -203,10 +227,16 @@ class SessionController(QObject):
             from app.audio.live import LiveSession
         except ImportError:
             raise UserError("live capture is not available in this build; choose an audio file") from None
-        live = LiveSession(models, opts, req.source, dub_device=req.dub_device if req.dub else None,
-                           passthrough=req.passthrough, duck=req.duck, volume=req.volume)
-        live.pipe.bus.subscribe(self.bridge)
-        live.start()
+        client = self._cloud_client(models, opts, req)
+        try:
+            live = LiveSession(models, opts, req.source, dub_device=req.dub_device if req.dub else None,
+                               passthrough=req.passthrough, duck=req.duck, volume=req.volume, pipe=client)
+            live.pipe.bus.subscribe(self.bridge)
+            live.start()
+        except BaseException:
+            if client is not None:
+                client.close()
+            raise
         self.live = live
         self._started.emit(live.pipe)
         self.status.emit(f"Listening to {req.source}")
@@ -215,6 +245,8 @@ class SessionController(QObject):
             summary = live.stop()
         finally:
             self.live = None
+            if client is not None:
+                client.close()
         return "summary", summary
 
     # -- gauges (GUI timer) ------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
@@ -20,7 +22,7 @@ from app.ui.settings import keyring_available, validate_server_url
 class CloudDialog(QDialog):
     """Server address and access token; an invalid address is an inline error, not a popup."""
 
-    def __init__(self, url: str, token: str, parent=None):
+    def __init__(self, url: str, token: str, parent=None, ca: str = ""):
         super().__init__(parent)
         self.setWindowTitle("Cloud server")
         self.setMinimumWidth(480)
@@ -30,6 +32,9 @@ class CloudDialog(QDialog):
         self.token = QLineEdit(token)
         self.token.setEchoMode(QLineEdit.Password)
         self.token.setAccessibleName("Access token")
+        self.ca = QLineEdit(ca)
+        self.ca.setPlaceholderText("optional: the server's certificate (PEM), for a self-signed server")
+        self.ca.setAccessibleName("Server certificate")
         self.error = QLabel("")
         self.error.setObjectName("inlineError")
         self.error.setWordWrap(True)
@@ -47,6 +52,9 @@ class CloudDialog(QDialog):
         form.addRow(url_label, self.url)
         form.addRow("", self.error)
         form.addRow(tok_label, self.token)
+        ca_label = QLabel("&Certificate")
+        ca_label.setBuddy(self.ca)
+        form.addRow(ca_label, self.ca)
         buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -59,6 +67,9 @@ class CloudDialog(QDialog):
     def accept(self) -> None:
         text = self.url.text().strip()
         problem = validate_server_url(text) if text else None  # empty: cloud off, allowed
+        ca = self.ca.text().strip()
+        if not problem and ca and not os.path.isfile(ca):
+            problem = f"{ca}: no such certificate file"
         if problem:
             self.error.setText(problem)
             self.error.show()

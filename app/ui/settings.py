@@ -31,6 +31,7 @@ DEFAULTS: dict[str, object] = {
     "overlay_source": False,
     "overlay_font_size": 26,
     "cloud_url": "",
+    "cloud_ca": "",  # a server certificate to trust (self-signed servers); a path, not a secret
     "use_cloud": False,
 }
 

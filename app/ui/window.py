@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QColor, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -31,7 +31,8 @@ from app.ui.bridge import EventBridge
 from app.ui.choices import DeviceChoices, available_pairs, language_name, list_audio_devices
 from app.ui.cloud import CloudLink
 from app.ui.controller import FILE_SOURCE, SessionController, StartRequest
-from app.ui.dialogs import AboutDialog, CloudDialog, SummaryDialog
+from app.ui.about import AboutDialog
+from app.ui.dialogs import CloudDialog, SummaryDialog
 from app.ui.gauges import GaugesPanel
 from app.ui.overlay import SubtitleOverlay
 from app.ui.settings import Settings, load_token, save_token
@@ -274,6 +275,7 @@ class MainWindow(QMainWindow):
         c.failed.connect(lambda msg: self.show_message("Cannot start", msg, QMessageBox.Warning))
         c.models_missing.connect(self._on_models_missing)
         self.cloud.changed.connect(self._update_cloud_light)
+        self.controller.cloud_status.connect(self._on_session_cloud)
         self.start_button.clicked.connect(self.toggle_session)
         self.browse.clicked.connect(self.choose_file)
         self.source.currentIndexChanged.connect(self._on_source)
@@ -406,7 +408,26 @@ class MainWindow(QMainWindow):
                             file_path=self.file_edit.text().strip(), dub=self.dub.isChecked(),
                             dub_device=self.output.currentData() or None,
                             passthrough=self.passthrough.isChecked() and self.passthrough.isEnabled(),
-                            duck=self.duck.value() / 100, volume=self.volume.value() / 100)
+                            duck=self.duck.value() / 100, volume=self.volume.value() / 100,
+                            cloud=self._cloud_request())
+
+    def _cloud_request(self) -> tuple | None:
+        """(url, token, ca) when the switch is on and a server is configured; else local."""
+        url = self.cloud_url()
+        if not (self.cloud_switch.isChecked() and url):
+            return None
+        return url, load_token(url) or self._session_token, self.settings.get("cloud_ca") or None
+
+    def _on_session_cloud(self, status: str) -> None:
+        """The running session's link, as the cloud client reports it."""
+        url = self.cloud_url()
+        state, msg = {"cloud": ("cloud", f"cloud connected: {url}"),
+                      "cloud-lost": ("lost", "cloud lost → local fallback: the local models carry on"),
+                      "local": ("lost", "cloud unreachable → running on the local models"),
+                      "cloud-available": ("lost", "cloud is back: switching at the next segment boundary")}.get(
+            status, (None, None))
+        if state is not None:
+            self.cloud._set(state, msg)
 
     def toggle_session(self) -> None:
         if self.controller.busy:
@@ -611,14 +632,16 @@ class MainWindow(QMainWindow):
 
     def cloud_settings(self) -> CloudDialog:
         url = self.cloud_url()
-        dlg = CloudDialog(url, load_token(url) or self._session_token, self)
-        dlg.accepted.connect(lambda: self._save_cloud(dlg.url.text().strip(), dlg.token.text()))
+        dlg = CloudDialog(url, load_token(url) or self._session_token, self, ca=self.settings.get("cloud_ca"))
+        dlg.accepted.connect(lambda: self._save_cloud(dlg.url.text().strip(), dlg.token.text(),
+                                                      dlg.ca.text().strip()))
         dlg.open()
         self.cloud_dialog = dlg
         return dlg
 
-    def _save_cloud(self, url: str, token: str) -> None:
+    def _save_cloud(self, url: str, token: str, ca: str = "") -> None:
         self.settings.set("cloud_url", url)
+        self.settings.set("cloud_ca", ca)
         problem = save_token(url, token) if url else None
         self._session_token = token if problem else ""
         self.set_status(problem or ("Cloud server saved" if url else "Cloud server removed"))
@@ -628,7 +651,7 @@ class MainWindow(QMainWindow):
     def _on_cloud_switch(self, on: bool) -> None:
         if on:
             url = self.cloud_url()
-            self.cloud.go_cloud(url, load_token(url) or self._session_token)
+            self.cloud.go_cloud(url, load_token(url) or self._session_token, self.settings.get("cloud_ca") or None)
         else:
             self.cloud.go_local()
 
@@ -662,9 +685,8 @@ class MainWindow(QMainWindow):
         self.summary_dialog.open()
 
     def about(self) -> None:
-        from app.models import store
-
-        AboutDialog(f"Models folder: {store.models_dir()}", self).open()
+        self.about_dialog = AboutDialog(self)  # version, models and libraries with their licences
+        self.about_dialog.open()
 
     def closeEvent(self, ev) -> None:
         if self.controller.busy:  # finish the session first: no lost segment, no dangling thread
