@@ -27,9 +27,21 @@ def make_app(argv: list[str]):
     return app
 
 
-def run_gui(argv: list[str]) -> int:
-    """Open the main window and run the event loop until it closes; returns the exit code."""
+def has_screen() -> bool:
+    """Qt aborts the process (no exception) when it cannot reach a display: check first."""
+    if os.environ.get("QT_QPA_PLATFORM") or not sys.platform.startswith("linux"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def run_gui(argv: list[str], demo: bool = False) -> int:
+    """Open the main window and run the event loop until it closes; returns the exit code.
+    ``demo``: the bundled Chinese clip is chosen and interpreted at once."""
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+    if not has_screen():
+        print("relay: no screen to open the window on (DISPLAY is not set); without one use: "
+              "relay run --input FILE (or --demo)", file=sys.stderr)
+        return 2
     try:
         app = make_app(argv)
     except Exception as e:  # no display, missing Qt platform plugin
@@ -40,6 +52,13 @@ def run_gui(argv: list[str]) -> int:
 
     win = MainWindow()
     win.show()
+    if demo:
+        from PySide6.QtCore import QTimer
+
+        from app.session import DEMO_CLIP
+
+        win.set_file(str(DEMO_CLIP))
+        QTimer.singleShot(0, win.start_session)
     return app.exec()
 
 
