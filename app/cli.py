@@ -25,6 +25,10 @@ class ArgParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = ArgParser(prog="relay", description="Live interpretation: subtitles and a dubbed translation while the speaker talks.")
     p.add_argument("--version", action="version", version=f"relay {__version__}")
+    p.add_argument("--self-test", action="store_true",
+                   help="check this installation offscreen: open the window, load the models, interpret the "
+                        "demo's first seconds, check the result and print timings (exit 0 when it works)")
+    p.add_argument("--no-window", action="store_true", help="with --self-test: skip the window check")
     sub = p.add_subparsers(dest="cmd", parser_class=ArgParser)
 
     r = sub.add_parser("run", help="run the streaming pipeline on an audio file")
@@ -99,6 +103,14 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = build_parser().parse_args(argv)
+        if args.self_test:
+            if args.cmd is not None:
+                raise UserError("--self-test takes no command")
+            from app.selftest import run as self_test
+
+            return self_test(window=not args.no_window)
+        if args.no_window:
+            raise UserError("--no-window goes with --self-test")
         if args.cmd is None:
             from app.ui.main import run_gui  # `relay` alone opens the desktop window
 

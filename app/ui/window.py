@@ -258,6 +258,7 @@ class MainWindow(QMainWindow):
             self.theme_actions[name] = a
 
         h = mb.addMenu("&Help")
+        self._action(h, "&Model packs…", self.model_packs)
         self._action(h, "&About Relay", self.about)
 
     def _connect(self) -> None:
@@ -687,6 +688,13 @@ class MainWindow(QMainWindow):
     def about(self) -> None:
         self.about_dialog = AboutDialog(self)  # version, models and libraries with their licences
         self.about_dialog.open()
+
+    def model_packs(self) -> None:
+        from app.ui.models_dialog import ModelsDialog  # installs missing packs with a progress bar
+
+        self.models_dialog = ModelsDialog(self)
+        self.models_dialog.installed_changed.connect(self._populate_pairs)
+        self.models_dialog.open()
 
     def closeEvent(self, ev) -> None:
         if self.controller.busy:  # finish the session first: no lost segment, no dangling thread
