@@ -71,6 +71,19 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ca", metavar="CERT", help="trust this (self-signed) server certificate")
     r.add_argument("--no-fallback", action="store_true", help="a cloud failure is an error instead of a local fallback")
     r.add_argument("-v", "--verbose", action="store_true")
+    # observability (app/obs/)
+    r.add_argument("--metrics-port", metavar="[HOST:]PORT",
+                   help="serve Prometheus metrics at /metrics on this port (loopback unless HOST is given)")
+    r.add_argument("--report", metavar="FILE", help="write the session summary and latency timeline as JSON "
+                                                    "(show it with: relay report FILE)")
+    r.add_argument("--log-level", choices=("trace", "debug", "info", "warning", "error"), default=None,
+                   help="log detail on stderr (default warning, info with -v); only debug and trace log text")
+
+    rp = sub.add_parser("report", help="print a session report (relay run --report) and plot latency over time")
+    rp.add_argument("file", help="the JSON written by relay run --report")
+    rp.add_argument("--plot", metavar="PNG", help="where to draw the latency plot (default: FILE with .png)")
+    rp.add_argument("--no-plot", action="store_true", help="print the table only")
+
 
     d = sub.add_parser("devices", help="list capture sources and playback sinks")
     d.add_argument("--json", action="store_true")
@@ -131,6 +144,10 @@ def main(argv: list[str] | None = None) -> int:
             from app.audio.devices import cmd_devices
 
             return cmd_devices(args)
+        if args.cmd == "report":
+            from app.obs.report import cmd_report
+
+            return cmd_report(args)
         if args.cmd == "serve":
             from app.cloud.server import cmd_serve
 
@@ -277,8 +294,9 @@ def options_from_args(args):
 
 
 def cmd_run(args) -> int:
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    from app.obs.run import RunObservability
+
+    obs = RunObservability(args)  # log level, --report path, --metrics-port: before anything loads
     from app import session
     from app.audio_io import load_audio, write_wav
 
@@ -307,6 +325,8 @@ def cmd_run(args) -> int:
     models = session.load_models(opts, status, plan=plan)
     pipe = session.build_pipeline(models, opts)
     pipe.bus.subscribe(Printer(args.json))
+    obs.attach(pipe)
+    pipe.record.keep_dub_audio = bool(args.dub_out)  # else the dub's audio piles up in memory (soak)
     cpu0 = time.process_time()
     pipe.start()
     t0 = pipe.clock.now()
@@ -333,6 +353,10 @@ def finish_run(args, opts, models, pipe, audio_s, t0, cpu0, source, interrupted)
     wall_s = pipe.finished_at - t0
     summary = session.make_summary(models, pipe, audio_s, wall_s, cpu_s, opts, source, interrupted)
     _write_outputs(args, pipe, write_wav)
+    if getattr(args, "report", None):
+        from app.obs.report import write_report
+
+        write_report(args.report, summary, pipe)
     if args.json:
         print(json.dumps({"type": "summary", **summary}, ensure_ascii=False), flush=True)
     else:

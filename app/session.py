@@ -165,7 +165,13 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     cfg = cfg or pipeline_config(models, opts)
     cls = SerialCascade if opts.serial else StreamingPipeline
     mt = models.mt if models.plan.mt_pack else (None if opts.serial else models.mt)
-    pipe = cls(models.asr, mt, models.tts, models.vad, cfg, clock=clock,
+    from app.obs import faults as fi  # test-only fault injection (RELAY_FAULTS), off by default
+
+    faults, stall_s = fi.from_env(os.environ)
+    if stall_s is not None:
+        cfg.supervision.stall_s = stall_s
+    pipe = cls(fi.wrap(models.asr, "asr", faults), fi.wrap(mt, "mt", faults), fi.wrap(models.tts, "tts", faults),
+               fi.wrap(models.vad, "vad", faults), cfg, clock=clock,
                word_boundaries=models.boundaries, accel=models.accel)
     # latency control: speculative MT drafts and the degradation policy (streaming only)
     import dataclasses
@@ -204,7 +210,8 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     engine = PolicyEngine(pcfg.rules, start=pipe.clock.now())
     actuator = PipelineActuator(pipe.mt_stage, pipe.speculation, batched=False, asr_swap=asr_swap)
     pipe.policy = PolicyRunner(engine, actuator, pcfg, pipe.clock, pipe.bus.publish, pipe.arrival.played_at,
-                               memory=memory_probe(models.accel, pcfg.memory_budget_mb))
+                               memory=fi.memory_pressure(memory_probe(models.accel, pcfg.memory_budget_mb),
+                                                         faults, pipe.clock))
     pipe.bus.subscribe(pipe.policy)
     return pipe
 

@@ -166,8 +166,9 @@ def cmd_run_live(args) -> int:
     from app import session
     from app.cli import options_from_args
 
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    from app.obs.run import RunObservability
+
+    obs = RunObservability(args)  # log level, --report path, --metrics-port: before anything loads
     if args.input or args.demo:
         raise UserError("--source captures live audio: leave out --input/--demo")
     if args.serial:
@@ -193,12 +194,15 @@ def cmd_run_live(args) -> int:
             print(msg, file=sys.stderr, flush=True)
 
     models = session.load_models(opts, status, plan=plan)
-    return run_live(args, opts, models)
+    return run_live(args, opts, models, obs=obs)
 
 
-def run_live(args, opts, models, pipe=None) -> int:
+def run_live(args, opts, models, pipe=None, obs=None) -> int:
     """Run a live session until Ctrl-C, SIGTERM or --duration; print and write what it made."""
     from app.cli import Printer, _write_outputs, print_summary
+    from app.obs.run import RunObservability
+
+    obs = obs or RunObservability(args)
 
     def status(msg):
         if not args.json:
@@ -206,6 +210,9 @@ def run_live(args, opts, models, pipe=None) -> int:
 
     live = LiveSession(models, opts, args.source, args.dub_device, args.passthrough, args.duck, pipe=pipe)
     live.pipe.bus.subscribe(Printer(args.json))
+    obs.attach(live.pipe, live.capture)
+    if hasattr(live.pipe.record, "keep_dub_audio"):
+        live.pipe.record.keep_dub_audio = bool(args.dub_out)  # else the dub's audio piles up in memory
     if args.json:
         live.pipe.bus.subscribe(_json_device_events)
     else:
@@ -238,6 +245,7 @@ def run_live(args, opts, models, pipe=None) -> int:
     _write_outputs(args, live.pipe, write_wav)
     if summary is None:
         return 130
+    obs.write_report(summary, live.pipe)
     if args.json:
         print(json.dumps({"type": "summary", **summary}, ensure_ascii=False), flush=True)
     else:

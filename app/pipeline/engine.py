@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -25,9 +25,11 @@ from app.pipeline.stages import (
     TTSStage,
     clauses,
 )
+from app.pipeline.supervisor import Supervisor, SupervisorConfig
 
 log = logging.getLogger("relay.pipeline")
 SR = 16000
+TRACE = 5  # the log level below DEBUG (app/obs/logs.py names it)
 
 
 class PipelineError(RuntimeError):
@@ -52,8 +54,9 @@ class EventBus:
             for fn in list(self._observers):
                 try:
                     fn(event)
-                except Exception:  # an observer must never take a stage down
-                    log.exception("observer failed on %s", type(event).__name__)
+                except Exception as e:  # an observer must never take a stage down
+                    log.error("observer failed on %s: %s: %s", type(event).__name__, type(e).__name__, e)
+                    log.debug("observer failure", exc_info=True)
 
     def fail(self, stage: str, err: BaseException) -> None:
         with self._lock:
@@ -73,6 +76,7 @@ class PipelineConfig:
     seg_queue: int = 16
     tts_queue: int = 16
     priority_gate: bool = True  # recognition yields to MT and the first TTS clause
+    supervision: SupervisorConfig = field(default_factory=SupervisorConfig)
 
 
 class SessionRecord:
@@ -82,6 +86,9 @@ class SessionRecord:
         self.segments: list[dict] = []
         self._by_seq: dict[int, dict] = {}
         self.dub: list[DubChunk] = []
+        # the dub's audio, for exporting it afterwards (--dub-out, the window's export): about
+        # 0.3 GB per hour of speech, so a run that will not export it turns this off
+        self.keep_dub_audio = True
         self.committed_words = 0
         self._lock = threading.Lock()
 
@@ -100,7 +107,7 @@ class SessionRecord:
                 if d is not None:
                     d["target"] = ev.target
                     d["emitted_at"] = round(ev.emitted_at, 3)
-            elif isinstance(ev, DubChunk) and not ev.skipped:
+            elif isinstance(ev, DubChunk) and not ev.skipped and self.keep_dub_audio:
                 self.dub.append(ev)
 
     def dub_timeline(self, arrival_start: float, realtime: bool) -> tuple[np.ndarray, int] | None:
@@ -164,6 +171,8 @@ class _Session:
             self.first_audio_at = now
         self.ring.write(samples)
         self.arrival.record(self.ring.written, now)
+        if log.isEnabledFor(TRACE):  # per-block arrival stamps, for debugging timing only
+            log.log(TRACE, "audio block", extra={"fields": {"end_sample": self.ring.written, "at": round(now, 4)}})
 
     def finish(self, timeout: float = 600.0) -> None:
         """End of input: what is left is committed, translated and spoken, then threads stop."""
@@ -207,7 +216,19 @@ class StreamingPipeline(_Session):
         )
         self.stages = [s for s in (self.asr_stage, self.mt_stage, self.tts_stage) if s is not None]
         self.threads = self.stages
+        # a stage that raises or stalls gets a fresh worker, within a restart budget
+        self.supervisor = Supervisor(self.stages, self.bus, self.clock, self.cfg.supervision)
         self.bus.on_failure.append(self._abort)
+
+    def start(self) -> None:
+        super().start()
+        self.supervisor.start()
+
+    def finish(self, timeout: float = 600.0) -> None:
+        try:
+            super().finish(timeout)
+        finally:
+            self.supervisor.stop()
 
     def _room_for(self, n: int) -> bool:
         return self.ring.written + n - self.asr_stage.window_start <= self.ring.capacity * 0.9
@@ -221,7 +242,7 @@ class StreamingPipeline(_Session):
     def stage_stats(self) -> dict:
         out = {}
         for s in self.stages:
-            out[s.name] = {"busy_s": round(s.busy_s, 3)}
+            out[s.name] = {"busy_s": round(s.busy_s, 3), "restarts": s.restarts}
         out["asr"].update(steps=self.asr_stage.steps, overruns=self.asr_stage.cursor.overruns,
                           yielded_to_mt=self.gate.waits if self.gate else 0)
         out["mt"].update(translations=self.mt_stage.translations,
@@ -230,6 +251,7 @@ class StreamingPipeline(_Session):
             out["tts"].update(chunks=self.tts_stage.chunks, skipped=self.tts_stage.skipped)
         out["queues"] = {"segments_max_depth": self.seg_q.max_depth,
                          "translations_max_depth": self.tts_q.max_depth if self.tts_q else 0}
+        out["supervisor"] = self.supervisor.summary()
         return out
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 import re
 import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from app.accel.features import frame_features
-
 from app.pipeline.messages import (
     CommittedWords,
     Control,
@@ -27,32 +27,234 @@ from app.pipeline.queues import BoundedQueue, Closed, ControlChannel, PriorityGa
 from app.pipeline.ringbuffer import AudioRing, ReaderCursor
 from app.pipeline.segmenter import CLAUSE_END, SENTENCE_END, Segmenter
 from app.pipeline.stability import LocalAgreement, split_prefix
+from app.pipeline.supervisor import Superseded
 
 log = logging.getLogger("relay.pipeline")
 SR = 16000
 HOP = 160
 
 
-class Stage(threading.Thread):
-    """A worker thread with a control channel that bypasses its data queue."""
+# model-call methods the supervisor times: a worker inside one for longer than the deadline stalled
+_WATCHED_CALLS = frozenset({"transcribe_window", "transcribe_utterance", "process", "translate",
+                            "translate_with_draft", "score_batch", "synthesize"})
+
+
+class _Watched:
+    """A stage's backend as its worker sees it: the model calls are timed for the stall
+    watchdog, and a worker replaced meanwhile leaves when its call returns. Everything else
+    (attributes, settings, other methods) goes straight to the backend."""
+
+    __slots__ = ("_backend", "_stage")
+
+    def __init__(self, backend, stage):
+        object.__setattr__(self, "_backend", backend)
+        object.__setattr__(self, "_stage", stage)
+
+    def __getattr__(self, name):
+        value = getattr(self._backend, name)
+        if name in _WATCHED_CALLS and callable(value):
+            stage = self._stage
+            return lambda *a, **k: stage.watched_call(value, a, k)
+        return value
+
+    def __setattr__(self, name, value):
+        setattr(self._backend, name, value)
+
+    def __repr__(self):
+        return f"watched({self._backend!r})"
+
+
+class _Backend:
+    """Descriptor for a stage's backend attribute: stores the backend, hands out its watched view."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_backend_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        raw = obj.__dict__.get(self.slot)
+        return None if raw is None else _Watched(raw, obj)
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+
+class _GateHold:
+    def __init__(self, stage, ctx):
+        self.stage, self.ctx, self.open = stage, ctx, False
+
+    def __enter__(self):
+        self.ctx.__enter__()
+        with self.stage._watch_lock:
+            self.open = True
+            self.stage._holds.add(self)
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def release(self) -> None:
+        with self.stage._watch_lock:
+            if not self.open:
+                return
+            self.open = False
+            self.stage._holds.discard(self)
+        self.ctx.__exit__(None, None, None)
+
+
+class _StageGate:
+    """The priority gate as a stage sees it: holds are tracked, so an abandoned worker's hold
+    is released when it is replaced instead of blocking recognition until its call returns."""
+
+    def __init__(self, gate, stage):
+        self._gate, self._stage = gate, stage
+
+    def urgent(self) -> _GateHold:
+        return _GateHold(self._stage, self._gate.urgent())
+
+    def __getattr__(self, name):
+        return getattr(self._gate, name)
+
+
+class _Gate:
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        raw = obj.__dict__.get("_raw_gate")
+        return None if raw is None else _StageGate(raw, obj)
+
+    def __set__(self, obj, value):
+        obj.__dict__["_raw_gate"] = value
+
+
+class Stage:
+    """A pipeline worker: a control channel that bypasses its data queue, and a worker thread
+    the supervisor can replace. ``start/join/is_alive/name`` behave like a thread's, across
+    replacements. Subclasses implement ``loop()``; ``recover()`` rebuilds their state from the
+    last committed point when a fresh worker takes over, and says where it resumes."""
+
+    asr = _Backend()
+    vad = _Backend()
+    mt = _Backend()
+    tts = _Backend()
+    gate = _Gate()
 
     def __init__(self, name: str, bus, clock):
-        super().__init__(name=name, daemon=True)
+        self.name = name
         self.bus = bus
         self.clock = clock
         self.control = ControlChannel()
         self.error: BaseException | None = None
         self.busy_s = 0.0
+        self.supervisor = None
+        self.restarts = 0
+        self.generation = 0  # bumped when the current worker is abandoned
+        self.in_flight = None  # the unit of work a replaced worker had taken (see retake)
+        self._thread: threading.Thread | None = None
+        self._worker = threading.local()
+        self._watch_lock = threading.Lock()
+        self._call_since: float | None = None  # monotonic start of the model call in progress
+        self._holds: set[_GateHold] = set()
+
+    # -- the worker thread -------------------------------------------------------------------
+    def start(self) -> None:
+        self.spawn()
+
+    def spawn(self) -> None:
+        t = threading.Thread(target=self.run, name=self.name, daemon=True)
+        t.start()  # before it is published, so that join() never meets an unstarted thread
+        self._thread = t
 
     def run(self) -> None:
+        gen = self.generation
+        self._worker.generation = gen
+        if self._thread is None:  # run() called directly (tests): this thread is the worker
+            self._thread = threading.current_thread()
         try:
             self.loop()
-        except Closed:
+        except (Closed, Superseded):
             pass
-        except BaseException as e:  # reported to the engine, which stops the session cleanly
+        except BaseException as e:
+            if gen != self.generation:
+                return  # this worker was replaced: its failure is no longer the stage's
             self.error = e
-            log.exception("stage %s failed", self.name)
+            if self.supervisor is not None and self.supervisor.crashed(self, e):
+                return
+            # reported to the engine, which stops the session cleanly (one line; the trace at DEBUG)
+            log.error("stage %s failed: %s: %s", self.name, type(e).__name__, e)
+            log.debug("stage %s failure", self.name, exc_info=e)
             self.bus.fail(self.name, e)
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the stage's worker, following replacements, up to ``timeout`` in all."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            t = self._thread
+            if t is None or t is threading.current_thread():
+                return
+            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if self._thread is t or (deadline is not None and time.monotonic() >= deadline):
+                return
+
+    def is_alive(self) -> bool:
+        t = self._thread
+        return t is not None and t.is_alive()
+
+    # -- supervision hooks -------------------------------------------------------------------
+    def watched_call(self, fn, args, kwargs):
+        gen = getattr(self._worker, "generation", None)
+        if gen is None:  # not on this stage's worker (warm-up, the policy thread): not timed
+            return fn(*args, **kwargs)
+        with self._watch_lock:
+            if gen != self.generation:
+                raise Superseded(self.name)
+            self._call_since = time.monotonic()
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            with self._watch_lock:
+                superseded = gen != self.generation
+                if not superseded:
+                    self._call_since = None
+        if superseded:
+            raise Superseded(self.name)
+        if hasattr(out, "__next__"):  # a generator (speech synthesis): each item is a call
+            return self._watched_iter(out)
+        return out
+
+    def _watched_iter(self, it):
+        while True:
+            try:
+                item = self.watched_call(next, (it,), {})
+            except StopIteration:
+                return
+            yield item
+
+    def stalled(self, now: float, limit: float) -> bool:
+        with self._watch_lock:
+            return self._call_since is not None and now - self._call_since >= limit
+
+    def abandon_worker(self) -> None:
+        """The current worker no longer owns the stage: it leaves when its call returns."""
+        with self._watch_lock:
+            self.generation += 1
+            self._call_since = None
+            holds = list(self._holds)
+        for h in holds:
+            h.release()
+
+    def detach_worker(self) -> None:
+        """No worker will follow the abandoned one (the session is failing): stop waiting for it."""
+        self._thread = None
+
+    def retake(self):
+        """The unit of work a replaced worker had taken, once; None otherwise."""
+        item, self.in_flight = self.in_flight, None
+        return item
+
+    def recover(self) -> str:
+        """Rebuild state for a fresh worker; returns where it resumes (for the log and event)."""
+        return "its input queue"
 
     def loop(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -95,6 +297,9 @@ class ASRStage(Stage):
         self._last_speech_end = 0  # sample index
         self._had_speech_since_commit = False
         self.sep = "" if getattr(asr, "output_language", asr.language) in ("zh", "ja") else " "
+        self._processed = 0  # samples taken by completed steps
+        self._sent_seq = -1  # the last segment handed to MT (a replayed step does not resend it)
+        self._checkpoint: dict | None = None
 
     # -- VAD ---------------------------------------------------------------------------------
     def _update_vad(self, upto: int) -> None:
@@ -136,9 +341,9 @@ class ASRStage(Stage):
 
     # -- main loop ---------------------------------------------------------------------------
     def loop(self) -> None:
-        processed = 0
         while True:
             self._handle_control()
+            processed = self._processed
             target = processed + int(self.step_s * SR)
             self.ring.wait_for(target, timeout=0.05)
             self._handle_control()
@@ -151,18 +356,39 @@ class ASRStage(Stage):
                 written = self.ring.written
             upto = written if (self.cfg.catch_up or final) else min(written, target)
             t0 = self.clock.now()
+            # committed points: before the VAD, then before the step (the VAD model keeps state
+            # of its own, so audio it has seen is never fed to it twice)
+            self._checkpoint = self._snapshot()
             self._update_vad(upto)
+            self._checkpoint = self._snapshot()
             self._step(upto, final)
             dt = self.clock.now() - t0
             self.busy_s += dt
             timings = getattr(self.asr, "last_timings", None) or {}
             self.metric("asr_step_ms", dt * 1000, **{k: f"{v:.0f}" for k, v in timings.items()})
-            processed = upto
+            self._processed = upto
             if final:
                 break
         for seg in self.segmenter.flush():
             self._send(seg)
         self.seg_out.close()
+
+    # -- restart state -----------------------------------------------------------------------
+    _STATE = ("window_start", "_vad_pos", "_last_speech_end", "_had_speech_since_commit", "_processed")
+
+    def _snapshot(self) -> dict:
+        """The committed point before a step: the step can be replayed from here."""
+        return {"scalars": {k: getattr(self, k) for k in self._STATE},
+                "policy": _copy_state(self.policy), "segmenter": _copy_state(self.segmenter)}
+
+    def recover(self) -> str:
+        cp = self._checkpoint
+        if cp is not None:
+            for k, v in cp["scalars"].items():
+                setattr(self, k, v)
+            vars(self.policy).update(_copy_state(cp["policy"]))
+            vars(self.segmenter).update(_copy_state(cp["segmenter"]))
+        return f"sample {self._processed} ({self._processed / SR:.2f} s), {len(self.policy.committed)} committed words"
 
     def _split_at_window(self) -> int:
         """Index of the first committed word inside the window. Committed words are in time
@@ -262,9 +488,18 @@ class ASRStage(Stage):
             self.window_start = max(self.window_start, (int(cut * SR) // HOP) * HOP)
 
     def _send(self, seg: Segment) -> None:
+        if seg.seq <= self._sent_seq:  # a step replayed after a restart: already with MT
+            return
+        self._sent_seq = seg.seq
         self.bus.publish(seg)
         self.seg_out.put(seg)
         self.metric("mt_queue_depth", len(self.seg_out))
+
+
+def _copy_state(obj) -> dict:
+    """An object's attributes (or a dict of them) with the lists copied (their items are immutable)."""
+    d = obj if isinstance(obj, dict) else vars(obj)
+    return {k: (list(v) if isinstance(v, list) else v) for k, v in d.items()}
 
 
 @dataclass
@@ -351,17 +586,21 @@ class MTStage(Stage):
                     self._downstream_slow = True
                 elif msg.kind is Control.RESUME_NORMAL:
                     self._downstream_slow = False
-            try:
-                seg = self.seg_in.get(timeout=0.02)
-            except Closed:
-                break
+            seg = self.retake()  # the segment a replaced worker was translating
+            if seg is None:
+                try:
+                    seg = self.seg_in.get(timeout=0.02)
+                except Closed:
+                    break
             self._backpressure()
             if seg is not None:
+                self.in_flight = seg
                 if self.gate is not None:
                     with self.gate.urgent():
                         self._translate_segment(seg)
                 else:
                     self._translate_segment(seg)
+                self.in_flight = None
                 continue
             if (self.preview_in is not None and self.cfg.previews and not self._downstream_slow
                     and self.clock.now() - self._last_preview >= self.cfg.preview_interval_s):
@@ -370,6 +609,11 @@ class MTStage(Stage):
                     self._preview(ev)
         if self.tts_out is not None:
             self.tts_out.close()
+
+    def recover(self) -> str:
+        self._draft = ""  # the draft may belong to the call that failed
+        seg = self.in_flight
+        return f"segment {seg.seq} again" if seg is not None else "its input queue"
 
     def _adjust(self, msg: MTAdjust) -> None:
         if msg.beam_size is not None:
@@ -511,6 +755,12 @@ class TTSStage(Stage):
         self._slowed = False
 
     def loop(self) -> None:
+        resumed = self.retake()  # (translation, clause index, nothing spoken yet) of a replaced worker
+        if resumed is not None:
+            self._speak(*resumed)
+        self._loop()
+
+    def _loop(self) -> None:
         while True:
             try:
                 tr = self.tr_in.get(timeout=0.05)
@@ -526,11 +776,17 @@ class TTSStage(Stage):
             if tr is not None:
                 self._speak(tr)
 
-    def _speak(self, tr: Translation) -> None:
+    def recover(self) -> str:
+        if self.in_flight is None:
+            return "its input queue"
+        tr, clause, _ = self.in_flight
+        return f"clause {clause + 1} of segment {tr.seq}"
+
+    def _speak(self, tr: Translation, from_clause: int = 0, first: bool = True) -> None:
         now = self.clock.now()
         heard = self.played_at(tr.src_end)
         lag = max(now, self.dub_end) - heard
-        if lag > self.cfg.skip_after_s:
+        if from_clause == 0 and lag > self.cfg.skip_after_s:
             self.skipped += 1
             self.bus.publish(DubChunk(tr.seq, np.zeros(0, np.float32), self.tts.sample_rate, tr.target,
                                       now, now, True, tr.src_end, 1.0, True))
@@ -539,8 +795,12 @@ class TTSStage(Stage):
         speed = 1.0
         if lag > self.cfg.catch_up_after_s:
             speed = min(self.cfg.max_speed, 1.0 + (lag - self.cfg.catch_up_after_s) / 4.0)
-        first = True
-        for clause in clauses(tr.target):
+        for i, clause in enumerate(clauses(tr.target)):
+            if i < from_clause:
+                continue  # spoken before the restart
+            # a clause that failed before any of its audio came out is spoken again; one cut
+            # off mid-way is skipped (re-speaking it would repeat what was heard)
+            self.in_flight = (tr, i, first)
             t0 = self.clock.now()
             if first and self.gate is not None:  # the first audio of a segment is latency-critical
                 with self.gate.urgent():
@@ -556,4 +816,6 @@ class TTSStage(Stage):
                 self.bus.publish(DubChunk(tr.seq, audio, self.tts.sample_rate, clause, ready, start,
                                           first, tr.src_end, speed))
                 first = False
+                self.in_flight = (tr, i + 1, False)
             self.busy_s += self.clock.now() - t0
+        self.in_flight = None

@@ -1,0 +1,1 @@
+"""Observability: Prometheus metrics, structured logs, session reports, test-only fault injection."""
