@@ -84,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--plot", metavar="PNG", help="where to draw the latency plot (default: FILE with .png)")
     rp.add_argument("--no-plot", action="store_true", help="print the table only")
 
+    wnd = sub.add_parser("window", help="open the desktop window (what `relay` alone does)")
+    wnd.add_argument("--demo", action="store_true", help="interpret the bundled Chinese clip at once")
 
     d = sub.add_parser("devices", help="list capture sources and playback sinks")
     d.add_argument("--json", action="store_true")
@@ -140,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
 
                 return cmd_run_live(args)
             return cmd_run(args)
+        if args.cmd == "window":
+            from app.ui.main import run_gui
+
+            return run_gui([], demo=args.demo)
         if args.cmd == "devices":
             from app.audio.devices import cmd_devices
 
