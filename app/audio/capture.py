@@ -38,9 +38,11 @@ class SampleRing:
         self.stamp_t = np.zeros(stamps, np.float64)
         self.stamps = 0
 
-    def write(self, block: np.ndarray, t: float | None) -> None:  # producer only; t None: no stamp
+    def write(self, block: np.ndarray, t: float | None, at: int | None = None) -> None:
+        """Producer only. ``t`` None: no stamp. ``at``: write from this index instead of the end
+        (replacing what was queued after it; the end is published last)."""
         n = len(block)
-        w = self.written
+        w = self.written if at is None else at
         a = w % self.capacity
         k = min(n, self.capacity - a)
         self.buf[a:a + k] = block[:k]

@@ -29,6 +29,7 @@ STARTUP_GRACE_S = 2.0
 # a little more than PortAudio's "low": on a loaded machine a 20 ms device buffer underruns,
 # and a PulseAudio null sink then takes about two seconds to resume
 OUTPUT_LATENCY_S = 0.06
+REWIND_MARGIN_BLOCKS = 1.5  # a new dub chunk starts this far past the callback's read position
 
 
 @dataclass
@@ -38,6 +39,7 @@ class PlaybackStats:
     played_s: float = 0.0
     lost: int = 0
     restored: int = 0
+    rewinds: int = 0  # dub starts that skipped queued silence
 
 
 class DubPlayer:
@@ -67,6 +69,7 @@ class DubPlayer:
         self._resamplers: dict[int, object] = {}
         self._duck = None
         self._pt_pos: int | None = None
+        self._silent_from: int | None = 0  # from here on the queued output is silence
         self._stream = None
         self._pa_offset = 0.0
         self._last_cb = 0.0
@@ -157,10 +160,11 @@ class DubPlayer:
     # -- mixer --------------------------------------------------------------------------------
     def _run(self) -> None:
         try:
-            while not self._stop.wait(0.005):
+            while not self._stop.wait(0.01):  # the jitter buffer holds 40 ms: no need to spin faster
                 self._take_incoming()
                 self._watch()
                 if self._stream is not None:
+                    self._rewind_for_new_dub()
                     need = self.jitter - (self.out.written - self.read_pos)
                     if need >= self.block // 2:
                         self._produce(need)
@@ -183,14 +187,28 @@ class DubPlayer:
                 audio = np.concatenate([r.process(c.audio), r.flush()])
             self._dub.append([c, audio, 0])
 
-    def _produce(self, n: int) -> None:
+    def _rewind_for_new_dub(self) -> None:
+        """A dub chunk that arrives while only silence is queued need not wait behind the jitter
+        buffer: the silence not yet taken by the device is overwritten, from just past what the
+        callback may be reading now (``REWIND_MARGIN_BLOCKS``). Never with passthrough (that
+        queued audio is the original) and never over queued dub."""
+        if (self.passthrough is not None or self._silent_from is None or not self._dub
+                or self._dub[0][2] != 0):
+            return
+        at = max(self._silent_from, self.read_pos + int(REWIND_MARGIN_BLOCKS * self.block))
+        if at < self.out.written:
+            self.stats.rewinds += 1
+            self._produce(max(self.jitter - (at - self.read_pos), self.block), at=at)
+
+    def _produce(self, n: int, at: int | None = None) -> None:
+        start = self.out.written if at is None else at
         dub = np.zeros(n, np.float32)
         filled = 0
         while filled < n and self._dub:
             item = self._dub[0]
             c, audio, off = item
             if off == 0:
-                self._starts.append((self.out.written + filled, c))
+                self._starts.append((start + filled, c))
                 self.stats.chunks += 1
             k = min(n - filled, len(audio) - off)
             np.multiply(audio[off:off + k], self.volume, out=dub[filled:filled + k])
@@ -207,7 +225,11 @@ class DubPlayer:
                                        backend=self.accel)
         else:
             out = dub
-        self.out.write(out, None)  # stamps are the callback's alone
+        self.out.write(out, None, at)  # stamps are the callback's alone
+        if filled or self.passthrough is not None:
+            self._silent_from = None
+        elif self._silent_from is None:
+            self._silent_from = start
 
     def _passthrough_block(self, n: int) -> np.ndarray:
         """The original, kept ``2 * jitter`` behind the capture so that capture bursts do not

@@ -276,3 +276,30 @@ def test_passthrough_is_ducked_smoothly_under_the_dub(pulse, tmp_path):
     steps = np.abs(np.diff(seg))[pairs]
     assert pairs.mean() > 0.9, "too many dropouts to judge the envelope"
     assert steps.max() < 0.35 * (before - during), steps.max()
+
+
+def test_a_dub_after_silence_does_not_wait_behind_the_jitter_buffer(pulse):
+    """With only silence queued, a new dub chunk overwrites it (past the callback) instead of
+    queueing behind it: with a 300 ms jitter buffer it still leaves the device well before 300 ms."""
+    from app.audio.devices import resolve
+    from app.audio.playback import DubPlayer
+    from app.pipeline.messages import DubChunk, DubPlayed
+
+    played = []
+    player = DubPlayer(resolve("dub", output=True), jitter_ms=300.0, accel="numpy", publish=played.append,
+                       to_pipe_clock=lambda t: t)
+    player.start()
+    try:
+        time.sleep(3.0)  # idle: the jitter buffer is full of silence
+        delays = []
+        for i in range(3):
+            t = time.monotonic()
+            player(DubChunk(i, _tone(300, 0.3, 22050, 0.2), 22050, "x", t, t, True, 0.0))
+            time.sleep(1.5)
+            ev = [e for e in played if isinstance(e, DubPlayed) and e.seq == i]
+            assert ev, "the chunk never played"
+            delays.append(ev[0].played_at - t)
+        assert player.stats.rewinds >= 3
+        assert float(np.median(delays)) < 0.25, delays
+    finally:
+        player.stop()
