@@ -105,4 +105,7 @@ def test_xx_en_uses_whisper_translation():
     s = summary_of(p)
     assert s["models"]["asr_task"] == "translate"
     text = " ".join(x["target"] or "" for x in s["segments"]).lower()
-    assert "quarter" in text or "sales" in text, text
+    # 今天主要讨论第三季度的销售数据: Whisper base's own translation of "third quarter" wavers
+    # ("third level", "third system") with tiny feature differences, its start does not
+    assert "today" in text and "discuss" in text and "third" in text, text
+    assert sum(c.isascii() for c in text) / max(len(text), 1) > 0.95, "the output should be English"
