@@ -217,3 +217,22 @@ def test_server_killed_mid_sentence(tmp_path, models, reference):
     assert 0 <= switch_delay(c, killed["at"]) <= BOUND_S + 0.05
     check_nothing_lost_or_repeated(c, reference)
     assert recovered_latency(c, c.switches[0]["at_s"]) < 4.0
+
+
+def test_a_healed_link_brings_the_session_back_to_the_cloud(server, models, reference):
+    """Cut at 4 s, healed at 6 s: with auto_return the client goes back to the server at a
+    segment boundary before the clip ends, and nothing is lost or repeated across both switches."""
+    proxy = FaultProxy(server.port)
+    healer = threading.Timer(6.0, proxy.heal)
+    healer.start()
+    try:
+        c, statuses = run_with_fault(f"wss://127.0.0.1:{proxy.port}", server.cert, models, proxy.cut, 4.0,
+                                     auto_return=True)
+    finally:
+        healer.cancel()
+        proxy.close()
+    assert c.switches, statuses
+    assert c.returns, f"never returned to the cloud: {statuses}"
+    assert statuses.count("cloud") >= 2 and c.status == "cloud", statuses
+    assert c.returns[0]["at_s"] > c.switches[0]["at_s"]
+    check_nothing_lost_or_repeated(c, reference)
