@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 import time
@@ -299,12 +298,20 @@ def options_from_args(args):
                           speculative=getattr(args, "speculative", "auto"), policy=getattr(args, "policy", "on"))
 
 
+def check_output_folders(args) -> None:
+    """--dub-out/--srt/--vtt must be writable where asked, before anything runs."""
+    for opt in ("dub_out", "srt", "vtt"):
+        val = getattr(args, opt)
+        if val and not Path(val).resolve().parent.is_dir():
+            raise UserError(f"{val}: the folder it would be written to does not exist")
+
+
 def cmd_run(args) -> int:
     from app.obs.run import RunObservability
 
     obs = RunObservability(args)  # log level, --report path, --metrics-port: before anything loads
     from app import session
-    from app.audio_io import load_audio, write_wav
+    from app.audio_io import load_audio
 
     if args.demo and not args.input:
         args.input = str(session.DEMO_CLIP)
@@ -312,10 +319,7 @@ def cmd_run(args) -> int:
         raise UserError("say which audio to use: --input FILE (or --demo)")
     opts = options_from_args(args)
     opts.validate()
-    for opt in ("dub_out", "srt", "vtt"):
-        val = getattr(args, opt)
-        if val and not Path(val).resolve().parent.is_dir():
-            raise UserError(f"{val}: the folder it would be written to does not exist")
+    check_output_folders(args)
     audio = load_audio(args.input, accel=opts.accel_request)
     audio_s = len(audio) / 16000
     plan = session.check_models(opts)

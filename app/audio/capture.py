@@ -130,11 +130,7 @@ class LiveCapture:
 
     def _close(self) -> None:
         s, self._stream = self._stream, None
-        if s is None:
-            return
-        closer = threading.Thread(target=lambda: (s.abort(), s.close()), daemon=True)
-        closer.start()
-        closer.join(2.0)  # a dead server can make PortAudio hang: never let it hang the session
+        close_stream(s)
 
     def start(self) -> None:
         try:
@@ -219,6 +215,16 @@ class LiveCapture:
         out = self.resampler.process(block) if self.resampler is not None else block.copy()
         if len(out):
             self.pipe.push_audio(out, at=self._to_pipe(at))
+
+
+def close_stream(s) -> None:
+    """Abort and close a PortAudio stream without waiting more than 2 s: a dead sound server can
+    make PortAudio hang, and that must never hang the session."""
+    if s is None:
+        return
+    closer = threading.Thread(target=lambda: (s.abort(), s.close()), daemon=True)
+    closer.start()
+    closer.join(2.0)
 
 
 def _device_error(dev: AudioDevice, e: Exception):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import sys
 import threading
@@ -164,7 +163,7 @@ def _json_device_events(ev) -> None:
 
 def cmd_run_live(args) -> int:
     from app import session
-    from app.cli import options_from_args
+    from app.cli import check_output_folders, options_from_args
 
     from app.obs.run import RunObservability
 
@@ -177,10 +176,7 @@ def cmd_run_live(args) -> int:
         raise UserError("--duration must be positive")
     opts = options_from_args(args)
     opts.validate()
-    for opt in ("dub_out", "srt", "vtt"):
-        val = getattr(args, opt)
-        if val and not os.path.isdir(os.path.dirname(os.path.abspath(val))):
-            raise UserError(f"{val}: the folder it would be written to does not exist")
+    check_output_folders(args)
     devices = list_devices()
     resolve(args.source, devices=devices)  # a wrong name fails before models load
     if args.dub_device:

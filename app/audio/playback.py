@@ -20,12 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from app.audio.capture import SampleRing
+from app.audio.capture import STARTUP_GRACE_S, SampleRing, close_stream
 from app.audio.devices import AudioDevice, env_set, open_env
 from app.pipeline.messages import DubChunk, DubPlayed
 
 log = logging.getLogger("relay.audio")
-STARTUP_GRACE_S = 2.0
 # a little more than PortAudio's "low": on a loaded machine a 20 ms device buffer underruns,
 # and a PulseAudio null sink then takes about two seconds to resume
 OUTPUT_LATENCY_S = 0.06
@@ -123,10 +122,7 @@ class DubPlayer:
 
     def _close(self) -> None:
         s, self._stream = self._stream, None
-        if s is not None:
-            closer = threading.Thread(target=lambda: (s.abort(), s.close()), daemon=True)
-            closer.start()
-            closer.join(2.0)
+        close_stream(s)
 
     def start(self) -> None:
         from app.errors import UserError
@@ -249,18 +245,9 @@ class DubPlayer:
     def _report_played(self) -> None:
         while self._starts and self._starts[0][0] < self.read_pos:
             pos, c = self._starts.popleft()
-            t = self._dac_time(pos)
+            t = self.out.time_of(pos, self.rate)  # from the callback's DAC stamps
             played = self.to_pipe_clock(t + self._pa_offset if t is not None else time.monotonic())
             self.publish(DubPlayed(c.seq, c.first_of_segment, c.src_end, c.start_at, played))
-
-    def _dac_time(self, pos: int) -> float | None:
-        ring = self.out
-        lo = max(0, ring.stamps - len(ring.stamp_idx))
-        for s in range(ring.stamps - 1, lo - 1, -1):
-            j = s % len(ring.stamp_idx)
-            if ring.stamp_idx[j] <= pos:
-                return float(ring.stamp_t[j]) + (pos - int(ring.stamp_idx[j])) / self.rate
-        return None
 
     def _watch(self) -> None:
         now_stream = time.monotonic() - self._pa_offset

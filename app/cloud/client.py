@@ -611,7 +611,7 @@ def _stop_quietly(pipe) -> None:
 def cmd_run_cloud(args) -> int:
     from app import session
     from app.audio_io import load_audio
-    from app.cli import Printer, finish_run, options_from_args
+    from app.cli import Printer, check_output_folders, finish_run, options_from_args
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -631,10 +631,7 @@ def cmd_run_cloud(args) -> int:
         raise UserError("--cloud needs an access token: --token T (or $RELAY_TOKEN)")
     opts = options_from_args(args)
     opts.validate()
-    for opt in ("dub_out", "srt", "vtt"):
-        val = getattr(args, opt)
-        if val and not os.path.isdir(os.path.dirname(os.path.abspath(val))):
-            raise UserError(f"{val}: the folder it would be written to does not exist")
+    check_output_folders(args)
     if args.source:  # a wrong device name fails before anything loads
         from app.audio.devices import list_devices, resolve
 
