@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="check this installation offscreen: open the window, load the models, interpret the "
                         "demo's first seconds, check the result and print timings (exit 0 when it works)")
     p.add_argument("--no-window", action="store_true", help="with --self-test: skip the window check")
+    p.add_argument("--compile-kernels", action="store_true",
+                   help="compile the audio front-end's Numba kernels into Numba's cache now, instead of on "
+                        "first use (the desktop bundle ships them compiled); prints what it did as JSON")
     sub = p.add_subparsers(dest="cmd", parser_class=ArgParser)
 
     r = sub.add_parser("run", help="run the streaming pipeline on an audio file")
@@ -113,6 +116,21 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def cmd_compile_kernels() -> int:
+    from app.accel.dispatch import numba_available
+
+    if not numba_available():
+        raise UserError("Numba is not installed: the NumPy front-end needs no compiling")
+    from app.accel.kernel_cache import BUNDLED_DIRNAME, compile_all
+
+    out = compile_all()
+    if getattr(sys, "frozen", False):  # where installer/build.sh puts the files to ship them
+        out["bundle_cache_dir"] = os.path.join(getattr(sys, "_MEIPASS", os.path.dirname(sys.executable)),
+                                               BUNDLED_DIRNAME)
+    print(json.dumps(out), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -125,6 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             return self_test(window=not args.no_window)
         if args.no_window:
             raise UserError("--no-window goes with --self-test")
+        if args.compile_kernels:
+            if args.cmd is not None:
+                raise UserError("--compile-kernels takes no command")
+            return cmd_compile_kernels()
         if args.cmd is None:
             from app.ui.main import run_gui  # `relay` alone opens the desktop window
 

@@ -34,6 +34,30 @@ if [ "$(uname -s)" = Linux ] && command -v strip >/dev/null && command -v readel
 fi
 t1=$(date +%s)
 
+# Compile the Numba kernels now, for a generic CPU, and ship them (app/accel/kernel_cache.py): the
+# first launch after installing then compiles nothing. Runs the frozen app itself, so the cache
+# matches the shipped launcher (Numba stamps a frozen app's cache with the executable's hash).
+case "$(uname -s)" in
+  Darwin*) FROZEN="$OUT/dist/Relay.app/Contents/MacOS/relay" ;;
+  MINGW*|MSYS*|CYGWIN*) FROZEN="$OUT/dist/relay/relay-cli.exe" ;;
+  *) FROZEN="$OUT/dist/relay/relay" ;;
+esac
+rm -rf "$OUT/kernel-cache"
+NUMBA_CPU_NAME=generic NUMBA_CACHE_DIR="$OUT/kernel-cache" QT_QPA_PLATFORM=offscreen \
+  "$FROZEN" --compile-kernels > "$OUT/kernels.json"
+"$PY" - "$OUT/kernels.json" <<'PYEOF'
+import json, os, shutil, sys
+k = json.load(open(sys.argv[1]))
+src, dst = k["cache_path"], k["bundle_cache_dir"]
+os.makedirs(dst, exist_ok=True)
+names = [n for n in os.listdir(src) if n.endswith((".nbi", ".nbc"))]
+for n in names:
+    shutil.copyfile(os.path.join(src, n), os.path.join(dst, n))
+assert names and k["compiled"] > 0, f"no kernels were compiled: {k}"
+print(f"build: {k['compiled']} Numba kernels compiled for a generic CPU, {len(names)} files shipped")
+PYEOF
+t2k=$(date +%s)
+
 VERSION=$("$PY" -c "import app; print(app.__version__)")
 ARCH=$(uname -m)
 case "$(uname -s)" in
@@ -63,16 +87,16 @@ case "$(uname -s)" in
 esac
 t2=$(date +%s)
 
-"$PY" - "$OUT" "$ARCHIVE" "$((t1 - t0))" "$((t2 - t1))" <<'PYEOF'
+"$PY" - "$OUT" "$ARCHIVE" "$((t1 - t0))" "$((t2 - t2k))" "$((t2k - t1))" <<'PYEOF'
 import json, os, sys
-out, archive, build_s, archive_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+out, archive, build_s, archive_s, kernels_s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 folder = os.path.join(out, "dist", "relay")
 size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs
            if not os.path.islink(os.path.join(d, f)))
 info = {"folder": folder, "folder_bytes": size, "archive": archive, "archive_bytes": os.path.getsize(archive),
-        "pyinstaller_s": build_s, "archive_s": archive_s}
+        "pyinstaller_s": build_s, "archive_s": archive_s, "kernels_s": kernels_s}
 with open(os.path.join(out, "build-info.json"), "w") as f:
     json.dump(info, f, indent=1)
 print(f"build: {folder} ({size / 1e6:.0f} MB) and {archive} ({info['archive_bytes'] / 1e6:.0f} MB); "
-      f"PyInstaller {build_s} s, archive {archive_s} s")
+      f"PyInstaller {build_s} s, kernels {kernels_s} s, archive {archive_s} s")
 PYEOF

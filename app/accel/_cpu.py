@@ -24,6 +24,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from .kernel_cache import seed_from_bundle
+
+seed_from_bundle()  # the frozen app's prebuilt kernels, before the first one loads
+
 # -- log-mel -------------------------------------------------------------------------------------
 # A 400-point real FFT done as a 200-point complex FFT of z[n] = x[2n] + i x[2n+1] (the standard
 # "two reals for one complex" packing), then split into the 201 one-sided bins. The complex FFT

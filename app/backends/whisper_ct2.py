@@ -48,7 +48,7 @@ class WhisperCT2:
 
     def __init__(
         self,
-        files: dict[str, bytes],
+        model: str | dict[str, bytes],
         *,
         name: str,
         language: str | None,
@@ -66,12 +66,19 @@ class WhisperCT2:
         self.task = task
         self.beam_size = beam_size
         self._lock = threading.Lock()
-        self._model = WhisperModel(
-            "in-memory", device="cpu", compute_type=compute_type, cpu_threads=threads, files=dict(files)
-        )
+        # a pack folder (CTranslate2 reads model.bin straight into its buffers), or the files in
+        # memory (a split pack installed before packs were joined at install time)
+        if isinstance(model, dict):
+            self._model = WhisperModel("in-memory", device="cpu", compute_type=compute_type, cpu_threads=threads,
+                                       files=dict(model))
+            tokenizer_json = model["tokenizer.json"]
+        else:
+            self._model = WhisperModel(str(model), device="cpu", compute_type=compute_type, cpu_threads=threads)
+            with open(os.path.join(str(model), "tokenizer.json"), "rb") as f:
+                tokenizer_json = f.read()
         self.n_mels = self._model.feature_extractor.mel_filters.shape[0]
         self._multilingual = self._model.model.is_multilingual
-        self._hf_tokenizer = tokenizers.Tokenizer.from_buffer(files["tokenizer.json"])
+        self._hf_tokenizer = tokenizers.Tokenizer.from_buffer(tokenizer_json)
         self.tokenizer = None
         self._zh = False
         self.detected_language: str | None = None

@@ -30,6 +30,9 @@ class Pack:
     # inner zip to open inside the archive before taking members (Argos packages)
     inner_zip: str = ""
     files: dict[str, str] = field(default_factory=dict)  # file -> sha256 after extraction
+    # file -> (its parts, in order; sha256 of the whole): pieces a registry's size limit split a
+    # file into are joined once at install (and the parts removed), so loading reads one file
+    joined: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     tasks: tuple[str, ...] = ()
     attribution: str = ""
 
@@ -61,6 +64,8 @@ WHISPER_BASE = Pack(
         "model.bin.part1": "221b8a89445469c663df6b7f63f9e86e9dc82e72d91f9f43c4f9ca651ff8ac54",
         "model.bin.part2": "c8f550bdda12140f5b56ef25cfa0b1f613a9814d058e438e4d2fdc1986aa1408",
     },
+    joined={"model.bin": (("model.bin.part1", "model.bin.part2"),
+                          "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9")},
 )
 
 WHISPER_TINY_EN = Pack(

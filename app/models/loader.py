@@ -93,17 +93,24 @@ def whisper_files(pack_id: str) -> dict[str, bytes]:
         files[n] = (d / n).read_bytes()
     if (d / "model.bin").is_file():
         files["model.bin"] = (d / "model.bin").read_bytes()
-    else:  # split packs are joined in memory, never on disk
+    else:  # a split pack from before packs were joined at install: joined in memory
         parts = sorted(d.glob("model.bin.part*"), key=lambda p: int(p.name.rsplit("part", 1)[1]))
         files["model.bin"] = b"".join(p.read_bytes() for p in parts)
     return files
+
+
+def whisper_model(pack_id: str) -> str | dict[str, bytes]:
+    """What WhisperCT2 loads: the pack's folder, or (a split pack installed by an older version,
+    whose parts were never joined on disk) its files joined in memory."""
+    d = store.get(pack_id).path
+    return str(d) if (d / "model.bin").is_file() else whisper_files(pack_id)
 
 
 def load_asr(plan: PairPlan, threads: int = 2, beam_size: int = 1, frontend: str = "incremental",
              accel: str = "numpy"):
     from app.backends.whisper_ct2 import WhisperCT2
 
-    files = whisper_files(plan.asr_pack)
+    files = whisper_model(plan.asr_pack)
     lang = "en" if plan.src == "xx" else plan.src
     language = None if plan.src == "xx" else lang
     try:

@@ -107,7 +107,9 @@ def verify(pack_id: str, root: Path | None = None) -> list[str]:
         return [f"{pack_id}: not installed"]
     problems = []
     expected = dict(inst.manifest.get("files", {}))
-    pinned = PACKS[pack_id].files if pack_id in PACKS else {}
+    pinned = dict(PACKS[pack_id].files) if pack_id in PACKS else {}
+    if pack_id in PACKS:
+        pinned.update({name: sha for name, (_parts, sha) in PACKS[pack_id].joined.items()})
     for name, info in expected.items():
         p = inst.path / name
         if not p.is_file():
@@ -224,7 +226,10 @@ def install(pack_id: str, root: Path | None = None, force: bool = False, wheelho
     root.mkdir(parents=True, exist_ok=True)
     final = root / pack.id
     if final.is_dir() and not force and not verify(pack.id, root):
-        progress(f"{pack.id}: already installed and verified")
+        if _join_in_place(pack, final):
+            progress(f"{pack.id}: already installed and verified; joined its split files")
+        else:
+            progress(f"{pack.id}: already installed and verified")
         return installed(root)[pack.id]
     partial = root / f"{pack.id}.partial"
     shutil.rmtree(partial, ignore_errors=True)
@@ -247,6 +252,11 @@ def install(pack_id: str, root: Path | None = None, force: bool = False, wheelho
             if digest != want:
                 raise UserError(f"{pack.id}: {name} sha256 {digest} does not match the pin")
             files[name] = {"size": p.stat().st_size, "sha256": digest}
+        for name, (parts, want) in pack.joined.items():
+            files[name] = _join_parts(partial, name, parts, want, pack.id)
+            for part in parts:
+                files.pop(part, None)
+                (partial / part).unlink()
         _write_manifest(partial, pack.id, pack.role, list(pack.languages), pack.licence, files,
                         source=[a.requirement for a in pack.archives], title=pack.title,
                         attribution=pack.attribution, tasks=list(pack.tasks))
@@ -257,6 +267,40 @@ def install(pack_id: str, root: Path | None = None, force: bool = False, wheelho
         shutil.rmtree(partial, ignore_errors=True)
     progress(f"{pack.id}: installed ({sum(f['size'] for f in files.values()) / 1e6:.0f} MB, verified)")
     return installed(root)[pack.id]
+
+
+def _join_parts(folder: Path, name: str, parts: tuple[str, ...], want: str, pack_id: str) -> dict:
+    """Concatenate the parts into ``name`` (streamed and hashed on the way, written under a
+    temporary name and renamed once it matches its pin); returns its manifest entry. The parts
+    are left for the caller to remove."""
+    tmp = folder / f".{name}.joining"
+    h = hashlib.sha256()
+    with open(tmp, "wb") as out:
+        for part in parts:
+            with open(folder / part, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    h.update(chunk)
+                    out.write(chunk)
+    if h.hexdigest() != want:
+        tmp.unlink()
+        raise UserError(f"{pack_id}: {name} joined from its parts has sha256 {h.hexdigest()}, not the pin")
+    os.replace(tmp, folder / name)
+    return {"size": (folder / name).stat().st_size, "sha256": want}
+
+
+def _join_in_place(pack: Pack, folder: Path) -> bool:
+    """An install from before packs were joined (already verified): join its parts now. The
+    manifest is rewritten before the parts go, so an interruption leaves a loadable pack."""
+    m = _read_manifest(folder)
+    todo = {n: j for n, j in pack.joined.items()
+            if m and n not in m["files"] and all(p in m["files"] for p in j[0])}
+    for name, (parts, want) in todo.items():
+        info = _join_parts(folder, name, parts, want, pack.id)
+        m["files"] = {k: v for k, v in m["files"].items() if k not in parts} | {name: info}
+        (folder / MANIFEST).write_text(json.dumps(m, indent=1, ensure_ascii=False), encoding="utf-8")
+        for part in parts:
+            (folder / part).unlink(missing_ok=True)
+    return bool(todo)
 
 
 def _extract(pack: Pack, archive_path: Path, dest: Path) -> None:

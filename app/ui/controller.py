@@ -44,6 +44,7 @@ class SessionController(QObject):
     failed = Signal(str)  # bad input or a failure before the session started
     models_missing = Signal(str)  # the message names the install command
     cloud_status = Signal(str)  # cloud | cloud-lost | local | cloud-available (from the client's thread)
+    preloaded = Signal(str)  # a pair's models finished loading in the background
     _started = Signal(object)
     _done = Signal(object, object)
 
@@ -55,6 +56,8 @@ class SessionController(QObject):
         self.live = None
         self.request: StartRequest | None = None
         self._models: dict[tuple, session.LoadedModels] = {}
+        self._preloading: tuple[tuple, threading.Thread] | None = None  # (key, loader thread)
+        self.preloaded_at: float | None = None  # epoch seconds the last background load ended
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
         self._cursor = {"timeline": 0, "asr": 0}
@@ -72,6 +75,52 @@ class SessionController(QObject):
         self._set_state("loading")
         self._worker = threading.Thread(target=self._run, args=(req,), name="relay-session", daemon=True)
         self._worker.start()
+
+    def preload(self, opts: session.SessionOptions) -> bool:
+        """Load the models ``opts`` needs in the background (at launch, or when the pair changes),
+        so that Start finds them ready. Nothing happens when they are loaded already, while a
+        session runs, or when a pack is missing (Start reports that, with the install command).
+        True when a load was started."""
+        if self.busy or (self._preloading is not None and self._preloading[1].is_alive()):
+            return False
+        try:
+            plan = session.check_models(opts)
+        except (ModelMissing, ModelDamaged, UserError):
+            return False
+        key = self._key(plan, opts)
+        if key in self._models:
+            return False
+
+        def load():
+            try:
+                models = session.load_models(opts, plan=plan)
+            except Exception as e:  # Start loads again and reports the error then
+                log.warning("preloading the models failed: %s", e)
+                return
+            self._models = {key: models}  # one set in memory at a time
+            self.preloaded_at = time.time()
+            try:
+                self.preloaded.emit(plan.pair)
+            except RuntimeError:  # the window is gone
+                pass
+
+        th = threading.Thread(target=load, name="relay-preload", daemon=True)
+        self._preloading = (key, th)
+        th.start()
+        return True
+
+    def preloaded_models(self, timeout: float = 120.0):
+        """Wait for a background load to end; the models it loaded, or None (none started, it
+        failed, or it is still running after ``timeout``)."""
+        pre = self._preloading
+        if pre is None:
+            return None
+        pre[1].join(timeout)
+        return None if pre[1].is_alive() else self._models.get(pre[0])
+
+    @staticmethod
+    def _key(plan, opts) -> tuple:
+        return (plan.pair, plan.asr_pack, plan.mt_pack, plan.tts_pack, opts.beam, opts.accel_request)
 
     def stop(self) -> None:
         if self.state in ("loading", "running"):
@@ -143,7 +192,14 @@ class SessionController(QObject):
 
             audio = load_audio(req.file_path, accel=opts.accel_request)
         plan = session.check_models(opts)
-        key = (plan.pair, plan.asr_pack, plan.mt_pack, plan.tts_pack, opts.beam, opts.accel_request)
+        key = self._key(plan, opts)
+        pre = self._preloading
+        if pre is not None and pre[1].is_alive():  # never two sets of models loading at once
+            self.status.emit("Loading models…")
+            while pre[1].is_alive() and not self._stop.is_set():
+                pre[1].join(0.1)
+            if self._stop.is_set():
+                return "cancelled", None
         models = self._models.get(key)
         if models is None:
             models = session.load_models(opts, lambda m: self.status.emit(m[:1].upper() + m[1:]), plan=plan)

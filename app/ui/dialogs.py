@@ -1,4 +1,4 @@
-"""Cloud settings, session summary and about dialogs."""
+"""Cloud settings, metrics export and session summary dialogs (About: app/ui/about.py)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,17 @@ import os
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QGridLayout,
     QLabel,
     QLineEdit,
+    QSpinBox,
     QVBoxLayout,
 )
 
-from app import __version__
 from app.ui.settings import keyring_available, validate_server_url
 
 
@@ -79,6 +80,54 @@ class CloudDialog(QDialog):
         super().accept()
 
 
+class MetricsDialog(QDialog):
+    """Prometheus metrics export: on/off and the port; always on loopback (127.0.0.1)."""
+
+    def __init__(self, enabled: bool, port: int, parent=None):
+        super().__init__(parent)
+        self.setWindowTitle("Metrics export")
+        self.setMinimumWidth(420)
+        self.enable = QCheckBox("&Serve Prometheus metrics while Relay runs")
+        self.enable.setChecked(bool(enabled))
+        self.port_box = QSpinBox()
+        self.port_box.setRange(1024, 65535)
+        self.port_box.setValue(int(port) if 1024 <= int(port) <= 65535 else 9464)
+        self.port_box.setAccessibleName("Metrics port")
+        self.url = QLabel()
+        self.url.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        note = QLabel("Latency histograms (first token, MT queue wait, first audio, end to end), queue depths, "
+                      "dropped audio, degradation level and cloud link state; names in docs/OBSERVABILITY.md. "
+                      "Only this computer can read them (loopback). No speech or text is ever exported.")
+        note.setObjectName("sectionTitle")
+        note.setWordWrap(True)
+        form = QFormLayout()
+        port_label = QLabel("&Port")
+        port_label.setBuddy(self.port_box)
+        form.addRow(self.enable)
+        form.addRow(port_label, self.port_box)
+        form.addRow("Address", self.url)
+        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        lay = QVBoxLayout(self)
+        lay.addLayout(form)
+        lay.addWidget(note)
+        lay.addWidget(buttons)
+        self.enable.toggled.connect(self._sync)
+        self.port_box.valueChanged.connect(self._sync)
+        self._sync()
+
+    def _sync(self, *_a) -> None:
+        self.port_box.setEnabled(self.enable.isChecked())
+        self.url.setText(f"http://127.0.0.1:{self.port_box.value()}/metrics" if self.enable.isChecked() else "off")
+
+    def enabled(self) -> bool:
+        return self.enable.isChecked()
+
+    def port(self) -> int:
+        return self.port_box.value()
+
+
 class SummaryDialog(QDialog):
     ROWS = (("asr_first_token", "ASR first token"), ("mt_queue_wait", "MT queue wait"),
             ("tts_first_audio", "TTS first audio"), ("e2e_subtitle", "Subtitle, end to end"),
@@ -118,22 +167,4 @@ class SummaryDialog(QDialog):
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         buttons.rejected.connect(self.reject)
         buttons.accepted.connect(self.accept)
-        lay.addWidget(buttons)
-
-
-class AboutDialog(QDialog):
-    def __init__(self, models_note: str, parent=None):
-        super().__init__(parent)
-        self.setWindowTitle("About Relay")
-        text = QLabel(
-            f"<h3>Relay {__version__}</h3><p>Live interpretation: subtitles and a dubbed translation while "
-            "the speaker talks. Recognition by Whisper (CTranslate2), translation by OPUS-MT, speech by "
-            f"Piper. Everything runs on this computer unless cloud mode is on.</p><p>{models_note}</p>"
-            "<p>Licence: GPL-3.0-or-later.</p>")
-        text.setWordWrap(True)
-        text.setTextInteractionFlags(Qt.TextBrowserInteraction)
-        buttons = QDialogButtonBox(QDialogButtonBox.Close)
-        buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addWidget(text)
         lay.addWidget(buttons)

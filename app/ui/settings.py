@@ -33,6 +33,9 @@ DEFAULTS: dict[str, object] = {
     "cloud_url": "",
     "cloud_ca": "",  # a server certificate to trust (self-signed servers); a path, not a secret
     "use_cloud": False,
+    "preload_models": True,  # load the pair's models in the background at launch, so Start is quick
+    "metrics_enabled": False,  # Prometheus exporter (loopback only), as `relay run --metrics-port`
+    "metrics_port": 9464,
 }
 
 

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import session
+from app.errors import UserError
 from app.ui import theme as themes
 from app.ui.bridge import EventBridge
 from app.ui.choices import DeviceChoices, available_pairs, language_name, list_audio_devices
@@ -47,7 +48,8 @@ AUDIO_FILTER = "Audio files (*.wav *.flac *.mp3 *.ogg *.opus *.m4a *.aac *.webm 
 class MainWindow(QMainWindow):
     devices_ready = Signal(object)
 
-    def __init__(self, settings: Settings | None = None, list_devices=list_audio_devices):
+    def __init__(self, settings: Settings | None = None, list_devices=list_audio_devices,
+                 preload: bool | None = None):
         super().__init__()
         self.settings = settings or Settings()
         self.setWindowTitle("Relay — live interpretation")
@@ -93,6 +95,25 @@ class MainWindow(QMainWindow):
         self._on_state("idle")
         self.cloud_switch.setChecked(False)
         self._update_cloud_light(self.cloud.state, self.cloud.message)
+
+        # the pair's models load in the background while the window is up ("Load models at
+        # launch"), and again after the pair changes: Start then begins at once
+        self._preload_on = self.settings.get("preload_models") if preload is None else preload
+        self._preload_timer = QTimer(self)
+        self._preload_timer.setSingleShot(True)
+        self._preload_timer.setInterval(400)
+        self._preload_timer.timeout.connect(self.preload_models)
+        self.pair.currentIndexChanged.connect(lambda *_: self._preload_on and self._preload_timer.start())
+        self.controller.preloaded.connect(self._on_preloaded)
+        if self._preload_on:
+            QTimer.singleShot(0, self.preload_models)
+        self.exporter = None  # Prometheus metrics (Session ▸ Metrics export…)
+        self.metrics_label = QLabel("")
+        self.metrics_label.setObjectName("metricsLabel")
+        self.statusBar().addPermanentWidget(self.metrics_label)
+        self.metrics_label.hide()
+        if self.settings.get("metrics_enabled"):
+            self.set_metrics(True, self.settings.get("metrics_port"), quiet=True)
 
         self.devices_ready.connect(self._on_devices)
         threading.Thread(target=lambda: self.devices_ready.emit(list_devices()), name="relay-devices",
@@ -230,6 +251,9 @@ class MainWindow(QMainWindow):
         s = mb.addMenu("&Session")
         self.act_start = self._action(s, "&Start", self.toggle_session, "F5")
         self._action(s, "&Cloud server…", self.cloud_settings, "Ctrl+,")
+        self._action(s, "&Metrics export…", self.metrics_settings)
+        self.act_preload = self._action(s, "&Load models at launch", self.set_preload, checkable=True)
+        self.act_preload.setChecked(self.settings.get("preload_models"))
         self.act_summary = self._action(s, "Last session s&ummary", self.show_summary)
 
         v = mb.addMenu("&View")
@@ -273,6 +297,7 @@ class MainWindow(QMainWindow):
         c.status.connect(self.set_status)
         c.state_changed.connect(self._on_state)
         c.stopped.connect(self._on_stopped)
+        c.started.connect(self._attach_metrics)
         c.failed.connect(lambda msg: self.show_message("Cannot start", msg, QMessageBox.Warning))
         c.models_missing.connect(self._on_models_missing)
         self.cloud.changed.connect(self._update_cloud_light)
@@ -666,6 +691,67 @@ class MainWindow(QMainWindow):
             self.set_status(message)
 
     # -- messages and closing ------------------------------------------------------------------
+    # -- background model loading ---------------------------------------------------------------
+    def preload_models(self) -> None:
+        if self.controller.busy or not self.pair.currentData():
+            return
+        if self.controller.preload(self.request().opts):
+            self.set_status("Preparing the models…")
+
+    def _on_preloaded(self, pair: str) -> None:
+        if not self.controller.busy:
+            self.set_status(f"Models ready ({pair}): press Start")
+
+    def set_preload(self, on: bool) -> None:
+        self._preload_on = bool(on)
+        self.settings.set("preload_models", bool(on))
+        if on:
+            self.preload_models()
+
+    # -- metrics export ------------------------------------------------------------------------
+    def set_metrics(self, on: bool, port: int, quiet: bool = False) -> bool:
+        """Serve (or stop serving) Prometheus metrics on 127.0.0.1:port; the running session, and
+        every later one, is attached. False (with a message) when the port cannot be used."""
+        from app.obs.metrics import MetricsExporter
+
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+        if on:
+            try:
+                self.exporter = MetricsExporter("127.0.0.1", int(port))
+            except UserError as e:
+                self.metrics_label.hide()
+                self.settings.set("metrics_enabled", False)
+                msg = str(e).replace("--metrics-port: ", "")
+                if quiet:
+                    self.set_status(f"Metrics export is off: {msg}")
+                else:
+                    self.show_message("Metrics export", f"Cannot serve metrics: {msg}", QMessageBox.Warning)
+                return False
+            if self.controller.busy:
+                self._attach_metrics()
+            self.metrics_label.setText(f"metrics :{self.exporter.port}")
+            self.metrics_label.setToolTip(f"Prometheus metrics on http://127.0.0.1:{self.exporter.port}/metrics")
+            self.metrics_label.show()
+        else:
+            self.metrics_label.hide()
+        self.settings.set("metrics_enabled", bool(on))
+        self.settings.set("metrics_port", int(port))
+        return True
+
+    def _attach_metrics(self) -> None:
+        if self.exporter is not None and self.controller.pipe is not None:
+            self.exporter.attach(self.controller.pipe, getattr(self.controller.live, "capture", None))
+
+    def metrics_settings(self) -> None:
+        from app.ui.dialogs import MetricsDialog
+
+        dlg = MetricsDialog(self.settings.get("metrics_enabled"), self.settings.get("metrics_port"), self)
+        dlg.accepted.connect(lambda: self.set_metrics(dlg.enabled(), dlg.port()))
+        dlg.open()
+        self.metrics_dialog = dlg
+
     def set_status(self, text: str) -> None:
         self.status_label.setText(text)
 
@@ -705,6 +791,9 @@ class MainWindow(QMainWindow):
             return
         self.save_settings()
         self.overlay.close()
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
         ev.accept()
 
 

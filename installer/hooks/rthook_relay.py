@@ -2,6 +2,10 @@
 
 * Numba's ``cache=True`` kernels need a writable cache folder; the app folder may be read-only
   (Program Files, /opt, a mounted .dmg), so the cache goes to the user's cache folder.
+* The bundle ships its Numba kernels compiled for a generic CPU (``installer/build.sh`` runs
+  ``relay --compile-kernels`` with ``NUMBA_CPU_NAME=generic``; ``app.accel.kernel_cache`` seeds
+  the user's cache from them), so the frozen app asks Numba for generic code too: its cache is
+  keyed to the CPU, and code for this machine's CPU would mean compiling on the first launch.
 * sounddevice finds PortAudio with ``ctypes.util.find_library``, which only looks at the system's
   library paths; the bundle ships its own PortAudio, so point it there.
 * Nothing is ever downloaded at run time by the Hugging Face libraries.
@@ -21,6 +25,7 @@ def _user_cache_dir() -> str:
 
 
 os.environ.setdefault("NUMBA_CACHE_DIR", os.path.join(_user_cache_dir(), "numba"))
+os.environ.setdefault("NUMBA_CPU_NAME", "generic")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 _bundle = getattr(sys, "_MEIPASS", os.path.dirname(sys.executable))

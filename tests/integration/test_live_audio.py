@@ -15,7 +15,7 @@ import wave
 import numpy as np
 import pytest
 
-from .conftest import DATA, ROOT, models_installed, summary_of
+from .conftest import DATA, ROOT, summary_of
 
 pytestmark = pytest.mark.models
 

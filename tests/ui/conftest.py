@@ -22,7 +22,8 @@ def settings_dir(tmp_path, monkeypatch):
 def window(qtbot, settings_dir):
     from app.ui.window import MainWindow
 
-    w = MainWindow(list_devices=lambda: __import__("app.ui.choices", fromlist=["x"]).DeviceChoices())
+    # no background model loading at launch: each test starts (and loads) when it means to
+    w = MainWindow(list_devices=lambda: __import__("app.ui.choices", fromlist=["x"]).DeviceChoices(), preload=False)
     qtbot.addWidget(w)
     w.show()
     yield w

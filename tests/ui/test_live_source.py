@@ -19,7 +19,7 @@ def test_window_interprets_system_audio_and_plays_the_dub(qtbot, settings_dir):
     from app.ui.window import MainWindow
 
     start_pulse()
-    w = MainWindow()  # the real device list
+    w = MainWindow(preload=False)  # the real device list
     qtbot.addWidget(w)
     w.show()
     qtbot.waitUntil(lambda: w.source.findData("meeting.monitor") >= 0, timeout=30_000)

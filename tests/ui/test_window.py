@@ -1,5 +1,8 @@
 """The window end to end: a real session with the real models, and bad inputs."""
 
+import socket
+import threading
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,8 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     w = window
     assert w.pair.currentData() == "zh-en"
     assert w.set_file(str(DATA / "zh_demo_20s.wav"))
+    port = free_port()
+    assert w.set_metrics(True, port)  # Session ▸ Metrics export: the running session is exported
     w.start_session()
     qtbot.waitUntil(lambda: w.controller.state == "running", timeout=240_000)
     # committed subtitles with their translation, while the file is still playing
@@ -37,6 +42,11 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     assert w.gauges.updates > 0
     assert float(w.gauges.cells["e2e_subtitle"][0].text().split()[0]) > 0
     assert len(w.gauges.series["e2e_subtitle"]) > 0
+    # the same latencies, scraped from the Prometheus exporter on loopback
+    samples = scrape(port)
+    assert samples[("e2e_latency_seconds_count", (("output", "subtitle"),))] > 0
+    assert samples[("asr_first_token_latency_seconds_count", ())] > 0
+    assert ("relay_degradation_level", ()) in samples
     # presenter overlay
     w.act_overlay.trigger()
     assert w.overlay.isVisible()
@@ -73,6 +83,96 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     assert len(w.model.segments()) == len(w.controller.pipe.record.segments)
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape(port: int) -> dict:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
+            for fam in text_string_to_metric_families(body) for smp in fam.samples}
+
+
+def test_metrics_export_setting_serves_on_loopback_and_reports_a_busy_port(window, qtbot):
+    w = window
+    port = free_port()
+    w.metrics_settings()  # Session ▸ Metrics export…: the dialog
+    dlg = w.metrics_dialog
+    assert not dlg.enabled() and not dlg.port_box.isEnabled()
+    dlg.enable.setChecked(True)
+    dlg.port_box.setValue(port)
+    assert dlg.url.text() == f"http://127.0.0.1:{port}/metrics"
+    dlg.accept()
+    assert w.exporter is not None and w.exporter.host == "127.0.0.1" and w.exporter.port == port
+    samples = scrape(port)  # no session yet: the families exist, empty
+    assert ("e2e_latency_seconds_count", (("output", "subtitle"),)) not in samples
+    assert ("relay_dropped_blocks_total", (("where", "ring_overrun"),)) not in samples
+    assert w.metrics_label.isVisible() and str(port) in w.metrics_label.text()
+    assert w.settings.get("metrics_enabled") and w.settings.get("metrics_port") == port
+    # off: the port is closed again
+    assert w.set_metrics(False, port)
+    with pytest.raises(OSError):
+        scrape(port)
+    assert not w.metrics_label.isVisible() and not w.settings.get("metrics_enabled")
+    # a port something else holds: one clear message, export stays off
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        assert not w.set_metrics(True, taken)
+        qtbot.waitUntil(lambda: w.message_box is not None and w.message_box.isVisible(), timeout=5_000)
+        text = w.message_box.text()
+        assert text.startswith("Cannot serve metrics: cannot listen on 127.0.0.1:") and str(taken) in text
+        assert "--metrics-port" not in text
+    assert w.exporter is None and not w.settings.get("metrics_enabled")
+
+
+@pytest.mark.models
+def test_models_load_at_launch_and_start_uses_them(qtbot, monkeypatch):
+    if not _have_models():
+        pytest.fail("model packs are not installed: run `relay models install` first")
+    from app import session
+    from app.ui.choices import DeviceChoices
+    from app.ui.window import MainWindow
+
+    calls = []
+    real = session.load_models
+
+    def counting(opts, *a, **k):
+        calls.append((threading.current_thread().name, opts.pair))
+        return real(opts, *a, **k)
+
+    monkeypatch.setattr(session, "load_models", counting)
+    w = MainWindow(list_devices=DeviceChoices)  # "Load models at launch" is on by default
+    qtbot.addWidget(w)
+    w.show()
+    assert w.act_preload.isChecked()
+    qtbot.waitUntil(lambda: "Models ready (zh-en)" in w.status_label.text(), timeout=240_000)
+    assert calls == [("relay-preload", "zh-en")]
+    assert w.set_file(str(DATA / "zh_03.wav"))
+    w.start_session()
+    qtbot.waitUntil(lambda: w.controller.state == "running", timeout=15_000)
+    qtbot.waitUntil(lambda: not w.controller.busy, timeout=120_000)
+    assert calls == [("relay-preload", "zh-en")], "Start loaded the models again"
+    assert w.last_summary is not None and w.last_summary["segments"]
+    # another pair: its models load in the background too (and replace the first set)
+    w.pair.setCurrentIndex(w.pair.findData("en-en"))
+    qtbot.waitUntil(lambda: len(calls) == 2 and not w.controller._preloading[1].is_alive(), timeout=120_000)
+    assert calls[1] == ("relay-preload", "en-en")
+    assert [k[0] for k in w.controller._models] == ["en-en"]
+    # switched off: remembered, and a pair change loads nothing
+    w.act_preload.trigger()
+    assert not w.settings.get("preload_models")
+    w.pair.setCurrentIndex(w.pair.findData("zh-en"))
+    qtbot.wait(1000)
+    assert len(calls) == 2
+    w.close()
+
+
 def test_invalid_cloud_url_is_an_inline_error(window, qtbot):
     dlg = window.cloud_settings()
     dlg.url.setText("http://relay.example.org")
@@ -98,7 +198,7 @@ def test_missing_model_pack_names_the_install_command(qtbot, tmp_path, monkeypat
     from app.ui.choices import DeviceChoices
     from app.ui.window import MainWindow
 
-    w = MainWindow(list_devices=DeviceChoices)
+    w = MainWindow(list_devices=DeviceChoices)  # loading at launch finds nothing to load: no error
     qtbot.addWidget(w)
     w.show()
     assert w.pair.currentText() == "No models installed"
