@@ -133,6 +133,9 @@ def cmd_compile_kernels() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from app.memory import tune_allocator
+
+    tune_allocator()  # before any worker thread exists: see app/memory.py
     try:
         args = build_parser().parse_args(argv)
         if args.self_test:

@@ -47,6 +47,10 @@ class SessionOptions:
             raise UserError("--asr-step must be between 0.2 and 10 seconds")
         if self.preview not in ("auto", "on", "off"):
             raise UserError("--preview must be auto, on or off")
+        if not 0 <= self.threads <= 256:
+            raise UserError(f"--threads must be between 0 (all cores) and 256, got {self.threads}")
+        if self.eager is not None and not 0 <= self.eager <= 1000:
+            raise UserError(f"--eager must be between 0 (wait for clause marks) and 1000, got {self.eager}")
 
     @property
     def accel_request(self) -> str:
@@ -91,7 +95,10 @@ def load_models(opts: SessionOptions, status: Callable[[str], None] = lambda m: 
     from app.backends.silero_vad import SileroVAD
     from app.models.loader import load_asr, load_mt, load_tts
 
+    from app.memory import start_trimmer
+
     plan = plan or check_models(opts)
+    start_trimmer()  # long sessions hand freed memory back (app/memory.py)
     try:
         accel = choose_backend(opts.accel_request)
     except ValueError as e:
@@ -122,6 +129,14 @@ def load_models(opts: SessionOptions, status: Callable[[str], None] = lambda m: 
         models.boundaries = JiebaBoundaries(str(relay_home() / "cache"))
     status(f"models ready: loaded in {load_s:.1f} s ({', '.join(parts)}), warm-up {warm_s:.2f} s")
     return models
+
+
+def printable_path(path):
+    """A path as text that any UTF-8 output takes: bytes a file name holds that are not UTF-8
+    (kept by Python as lone surrogates) become U+FFFD."""
+    if not isinstance(path, str):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
 def _load_parallel(loaders: dict[str, Callable[[], object]]) -> tuple[dict, dict]:
@@ -278,7 +293,7 @@ def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_
         "pair": models.plan.pair,
         "mode": ("serial" if opts.serial else "pipeline") + ("/realtime" if opts.realtime else "/fast"),
         "models": models.plan.models,
-        "input": source,
+        "input": printable_path(source),
         "audio_s": round(audio_s, 3),
         "wall_s": round(wall_s, 3),
         "rtf": round(busy / audio_s, 3) if audio_s else None,

@@ -77,14 +77,20 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     ap.add_argument("--keep-dub", action="store_true",
                     help="keep the dub audio in memory for an export (what --dub-out and the window do)")
+    ap.add_argument("--no-memory-tuning", action="store_true",
+                    help="leave glibc's allocator as it is: no arena cap, no periodic trim (the baseline)")
     args = ap.parse_args()
+    if args.no_memory_tuning:
+        os.environ["RELAY_NO_TRIM"] = "1"
     if args.minutes <= 0:
         raise SystemExit("--minutes must be positive")
     if args.faults:
         os.environ["RELAY_FAULTS"] = args.faults
-    from app import session
+    from app import memory, session
     from app.audio_io import load_audio
 
+    if not args.no_memory_tuning:
+        memory.tune_allocator()  # what `relay` does first thing (app/memory.py)
     clips = [load_audio(c) for c in args.clips]
     loop_s = sum(len(c) for c in clips) / session.SR
     opts = session.SessionOptions(pair=args.pair, realtime=True)
@@ -132,6 +138,8 @@ def main() -> int:
     after = {"threads": threading.active_count(), "fds": proc.num_fds()}
     result = report(args, models, sampler.samples, baseline or last, last, before, after, loops, fed_s,
                     timeline, totals)
+    result["allocator"] = {"tuned": not args.no_memory_tuning, "arena_max": memory.ARENAS,
+                           "trim_interval_s": memory.TRIM_INTERVAL_S, "trims": memory.trims}
     text = json.dumps(result, indent=2)
     print(text)
     if args.out:
