@@ -13,3 +13,5 @@ extra=""
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra}"
 export HF_HUB_OFFLINE=1
 .venv/bin/relay models install
+# compile the audio front-end's Numba kernels now, not during the first session (a few seconds)
+.venv/bin/relay --compile-kernels > /dev/null
