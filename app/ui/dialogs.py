@@ -20,6 +20,17 @@ from PySide6.QtWidgets import (
 from app.ui.settings import keyring_available, validate_server_url
 
 
+
+def _save_cancel_layout(dialog: QDialog, form: QFormLayout, note: QLabel) -> None:
+    """The settings dialogs' shape: the form, an explanatory note, then Save / Cancel."""
+    buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
+    buttons.accepted.connect(dialog.accept)
+    buttons.rejected.connect(dialog.reject)
+    lay = QVBoxLayout(dialog)
+    lay.addLayout(form)
+    lay.addWidget(note)
+    lay.addWidget(buttons)
+
 class CloudDialog(QDialog):
     """Server address and access token; an invalid address is an inline error, not a popup."""
 
@@ -56,13 +67,7 @@ class CloudDialog(QDialog):
         ca_label = QLabel("&Certificate")
         ca_label.setBuddy(self.ca)
         form.addRow(ca_label, self.ca)
-        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(note)
-        lay.addWidget(buttons)
+        _save_cancel_layout(self, form, note)
         self.url.textEdited.connect(lambda _t: self.error.hide())
 
     def accept(self) -> None:
@@ -106,13 +111,7 @@ class MetricsDialog(QDialog):
         form.addRow(self.enable)
         form.addRow(port_label, self.port_box)
         form.addRow("Address", self.url)
-        buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        lay = QVBoxLayout(self)
-        lay.addLayout(form)
-        lay.addWidget(note)
-        lay.addWidget(buttons)
+        _save_cancel_layout(self, form, note)
         self.enable.toggled.connect(self._sync)
         self.port_box.valueChanged.connect(self._sync)
         self._sync()
