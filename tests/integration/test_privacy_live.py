@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import DATA, ROOT, relay, summary_of
-from .test_live_audio import pulse, wait_for_line  # noqa: F401 - the fixture
+from .test_live_audio import _no_session_left_behind, pulse, spawn, wait_for_line  # noqa: F401 - fixtures
 from .test_privacy import snapshot
 
 pytestmark = pytest.mark.models
@@ -41,9 +41,8 @@ def test_live_session_leaves_no_audio_or_transcript(pulse, tmp_path):  # noqa: F
     assert warm.returncode == 0, warm.stderr  # fills the word-boundary cache, as any first run does
     before = snapshot(home, work, tmp)
     t0 = time.time_ns()
-    proc = subprocess.Popen([sys.executable, "-m", "app", "run", "--source", "meeting.monitor", "--dub-device", "dub",
-                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work,
-                            env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
+    proc = spawn([sys.executable, "-m", "app", "run", "--source", "meeting.monitor", "--dub-device", "dub", "--json"],
+                 cwd=work, env={**os.environ, **env, "PYTHONPATH": str(ROOT)})
     wait_for_line(proc, "listening on", 300)
     subprocess.run(["paplay", "--device=meeting", str(DATA / "zh_demo_20s.wav")], check=True, timeout=60)
     time.sleep(1.5)
