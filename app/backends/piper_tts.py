@@ -19,16 +19,10 @@ class PiperTTS:
         self._lock = threading.Lock()
         sess = getattr(self.voice, "session", None)
         self._threads = threads
-        if sess is not None:
+        if sess is not None and threads:
             opts = onnxruntime.SessionOptions()
-            if threads:
-                opts.intra_op_num_threads = threads
+            opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
-            # ONNX Runtime's CPU arena keeps the high-water mark of every clause length it has
-            # seen (+150 MB after one 20-word clause) and never gives it back, so a long session
-            # grows in steps; without it the buffers go back to malloc (and the trimmer) after
-            # each clause, for ~3 % more synthesis time (bench notes in docs/BENCHMARKS.md, soak)
-            opts.enable_cpu_mem_arena = False
             self.voice.session = onnxruntime.InferenceSession(model_path, sess_options=opts,
                                                               providers=["CPUExecutionProvider"])
 

@@ -100,26 +100,3 @@ def test_import_rejects_garbage(tmp_path):
     f.write_bytes(b"not a zip")
     p = relay("models", "import", str(f), env={"RELAY_MODELS": str(tmp_path / "m")})
     assert p.returncode == 2 and "not a valid .argosmodel" in p.stderr
-
-
-def test_piper_voice_gives_clause_buffers_back():
-    """ONNX Runtime's CPU arena would keep the high-water mark of the longest clause ever spoken
-    (+150 MB after one 20-word clause), so a long session's memory would grow in steps."""
-    import psutil
-
-    from app import memory
-    from app.models import loader
-
-    tts = loader.load_tts(loader.plan_pair("zh-en"))
-    assert tts.voice.session.get_session_options().enable_cpu_mem_arena is False
-    list(tts.synthesize("Good morning."))
-    memory.trim()
-    before = psutil.Process().memory_info().rss
-    long_clause = ("We have about ten minutes left, so please keep it short, and we will continue "
-                   "tomorrow morning at nine o'clock sharp in the large meeting room upstairs.")
-    for _ in range(2):
-        audio = [a for a in tts.synthesize(long_clause)]
-        assert sum(len(a) for a in audio) > tts.sample_rate * 3
-    memory.trim()
-    grown = (psutil.Process().memory_info().rss - before) / 2**20
-    assert grown < 60, f"RSS grew {grown:.0f} MB over two long clauses"
