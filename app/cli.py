@@ -48,7 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--vtt", metavar="FILE", help="write subtitles as WebVTT")
     r.add_argument("--json", action="store_true", help="one JSON object per event, then a summary object")
     r.add_argument("--beam", type=int, default=4, help="MT beam size (default 4)")
-    r.add_argument("--asr-step", type=float, default=0.5, help="seconds of new audio per recognition step")
+    r.add_argument("--asr-step", type=float, default=None,
+                   help="seconds of new audio per recognition step (default 0.25 for zh/ja, else 0.5)")
+    r.add_argument("--commit-lookahead", type=float, default=None, metavar="S",
+                   help="a word commits only once the recogniser has heard S seconds after it "
+                        "(default 0.25 for zh/ja, else 0)")
     r.add_argument("--asr-model", help="use this installed ASR pack instead of the pair's default")
     r.add_argument("--preview", choices=("auto", "on", "off"), default="auto",
                    help="translate the tentative tail as a lighter preview (auto: on with 4+ CPU cores)")
@@ -318,7 +322,8 @@ def options_from_args(args):
     from app.session import SessionOptions
 
     return SessionOptions(pair=args.pair, no_tts=args.no_tts, serial=args.serial, realtime=args.realtime,
-                          beam=args.beam, asr_step=args.asr_step, asr_model=args.asr_model,
+                          beam=args.beam, asr_step=args.asr_step, commit_lookahead=args.commit_lookahead,
+                          asr_model=args.asr_model,
                           preview=args.preview, eager=args.eager, threads=args.threads, accel=args.accel,
                           speculative=getattr(args, "speculative", "auto"), policy=getattr(args, "policy", "on"))
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -82,6 +82,20 @@ class CaptureStats:
     lost: int = 0
     restored: int = 0
     gap_s: float = 0.0
+    # capture path delay per pump pass: when the pipeline got a block - when its newest sample
+    # was captured (ADC time); a fixed ring of the latest passes
+    delays: np.ndarray = field(default_factory=lambda: np.zeros(4096))
+    n_delays: int = 0
+
+    def add_delay(self, seconds: float) -> None:
+        self.delays[self.n_delays % len(self.delays)] = seconds
+        self.n_delays += 1
+
+    def delay_ms(self) -> dict:
+        from app.pipeline.latency import percentiles
+
+        p = percentiles(self.delays[: min(self.n_delays, len(self.delays))])
+        return {"p50": p["p50"], "p95": p["p95"], "n": int(self.n_delays)}
 
 
 class LiveCapture:
@@ -174,6 +188,7 @@ class LiveCapture:
                 t_stream = self.ring.time_of(w, self.rate)  # when the newest sample was captured
                 at = min(t_stream + self._pa_offset, time.monotonic()) if t_stream else time.monotonic()
                 self._push(self.ring.read(pos, w, self._scratch if w - pos <= len(self._scratch) else None), at)
+                self.stats.add_delay(time.monotonic() - at)
                 pos = w
             quiet = self._stream_now() - self._last_cb
             if not self._lost and (self._stream is None or quiet > self.lost_after_s

@@ -109,7 +109,7 @@ class LiveSession:
         c = self.capture.stats
         out = {"capture": {"device": self.source.id, "rate": self.capture.rate, "overflows": c.overflows,
                            "callbacks": c.callbacks, "lost": c.lost, "restored": c.restored,
-                           "gap_s": round(c.gap_s, 2)}}
+                           "gap_s": round(c.gap_s, 2), "delay_ms": c.delay_ms()}}
         if self.player is not None:
             p = self.player.stats
             out["playback"] = {"device": self.sink.id, "rate": self.player.rate, "underflows": p.underflows,

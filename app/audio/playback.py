@@ -26,8 +26,10 @@ from app.pipeline.messages import DubChunk, DubPlayed
 
 log = logging.getLogger("relay.audio")
 # a little more than PortAudio's "low": on a loaded machine a 20 ms device buffer underruns,
-# and a PulseAudio null sink then takes about two seconds to resume
-OUTPUT_LATENCY_S = 0.06
+# and a PulseAudio null sink then takes about two seconds to resume. 40 ms puts a dub chunk's
+# first sample at the DAC ~90 ms after its scheduled start (60 ms: ~110 ms), with no more
+# underflows on 2 loaded cores (bench/live_audio.py, docs/BENCHMARKS.md)
+OUTPUT_LATENCY_S = 0.04
 REWIND_MARGIN_BLOCKS = 1.5  # a new dub chunk starts this far past the callback's read position
 
 

@@ -17,6 +17,7 @@ from faster_whisper.tokenizer import Tokenizer
 
 from app.accel.logmel import HOP, IncrementalLogMel, log_mel_reference
 from app.pipeline.protocols import Word
+from app.pipeline.stability import norm
 
 N_FRAMES = 3000  # Whisper's encoder sees exactly 30 s
 FRAMES_PER_SECOND = 16000 // HOP
@@ -169,6 +170,9 @@ class WhisperCT2:
         if text_tokens[: len(prefix_toks)] != prefix_toks:
             text_tokens = prefix_toks + text_tokens
         text_tokens = prefix_toks + cut_repetition(text_tokens[len(prefix_toks):])
+        if self._zh and _echoes_prompt(self.tokenizer.decode(text_tokens[len(prefix_toks):])):
+            # on a near-silent window Whisper may read out its own style prompt
+            text_tokens = prefix_toks
         if not text_tokens:
             return [], []
         align = self._model.find_alignment(self.tokenizer, [text_tokens], enc, n_content)[0]
@@ -213,6 +217,11 @@ class WhisperCT2:
         """Forget the previous session's streaming state: the feature cache is keyed by sample
         index, so a new session starting at sample 0 must not read the old one's frames."""
         self._mel.reset()
+
+
+def _echoes_prompt(text: str) -> bool:
+    t = norm(text)
+    return len(t) >= 3 and t in norm(ZH_PROMPT)
 
 
 _PUNCT = set("。，、？！；：,.?!;:\"'”’）)")

@@ -121,7 +121,8 @@ class Hello:
     options: dict
 
 
-_OPTION_TYPES = {"no_tts": bool, "beam": int, "asr_step": (int, float), "preview": str,
+_OPTION_TYPES = {"no_tts": bool, "beam": int, "asr_step": (int, float, type(None)),
+                 "commit_lookahead": (int, float, type(None)), "preview": str,
                  "eager": (int, type(None)), "speculative": str, "policy": str, "realtime": bool}
 
 

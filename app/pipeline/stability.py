@@ -22,7 +22,13 @@ def agree_form(text: str) -> str:
 
 
 class LocalAgreement:
-    def __init__(self):
+    """``min_lookahead_s``: a word commits only when the hypothesis that confirms it heard at
+    least this much audio after the word. Two hypotheses a short step apart can agree on the
+    same wrong guess for a word at the window's edge (measured: with 0.2 s steps and no margin
+    the zh CER went from 5.7 to 17-21 %); a margin makes the confirmation carry new evidence."""
+
+    def __init__(self, min_lookahead_s: float = 0.0):
+        self.min_lookahead_s = min_lookahead_s
         self.committed: list[Word] = []
         self._prev: list[Word] = []
         self._prev_seen: list[float] = []
@@ -33,9 +39,11 @@ class LocalAgreement:
     def last_committed_end(self) -> float:
         return self.committed[-1].end if self.committed else 0.0
 
-    def insert(self, hypothesis: list[Word], now: float) -> tuple[list[Word], list[float]]:
-        """Take a new hypothesis of the uncommitted audio; return the newly committed words and
-        the time each of them first appeared in a hypothesis."""
+    def insert(self, hypothesis: list[Word], now: float,
+               audio_end: float | None = None) -> tuple[list[Word], list[float]]:
+        """Take a new hypothesis of the uncommitted audio (which ends at source time
+        ``audio_end``); return the newly committed words and the time each of them first
+        appeared in a hypothesis."""
         hyp = [w for w in hypothesis if norm(w.text) or w.text.strip()]
         # a word keeps the time it first appeared while successive hypotheses keep it in place
         seen = []
@@ -47,6 +55,9 @@ class LocalAgreement:
         n = 0
         while n < len(hyp) and n < len(self._prev) and agree_form(hyp[n].text) == agree_form(self._prev[n].text):
             n += 1
+        if audio_end is not None and self.min_lookahead_s > 0:
+            while n and hyp[n - 1].end > audio_end - self.min_lookahead_s:
+                n -= 1
         commit, commit_seen = hyp[:n], seen[:n]
         self.committed += commit
         self._prev, self._prev_seen = hyp[n:], seen[n:]
@@ -60,6 +71,32 @@ class LocalAgreement:
         self._prev, self._prev_seen = [], []
         self.tentative, self.tentative_seen = [], []
         return commit, seen
+
+
+def drop_echo(words: list[Word], committed: list[Word], tolerance_s: float = 0.15) -> list[Word]:
+    """Remove what a hypothesis repeats of the committed text: words lying inside the time
+    already committed, and a leading run that spells the end of the committed text again near
+    its end (Whisper, forced to continue a prefix, sometimes re-reads the last clause)."""
+    if not committed or not words:
+        return list(words)
+    last_end = committed[-1].end
+    out = list(words)
+    if out[0].start <= last_end + 0.3:
+        tail = norm("".join(w.text for w in committed[-30:]))
+        acc = ""
+        cut = 0
+        for k, w in enumerate(out):
+            acc += norm(w.text)
+            if len(acc) > len(tail):
+                break
+            # two words and four characters at least: "very, very" or "谢谢" said twice is speech
+            if k >= 1 and len(acc) >= 4 and tail.endswith(acc):
+                cut = k + 1
+        out = out[cut:]
+    i = 0
+    while i < len(out) and (out[i].end <= last_end + 0.02 or out[i].start < last_end - tolerance_s):
+        i += 1
+    return out[i:]
 
 
 def split_prefix(words: list[Word], prefix: str) -> list[Word] | None:

@@ -26,7 +26,7 @@ from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend
 from app.pipeline.queues import BoundedQueue, Closed, ControlChannel, PriorityGate
 from app.pipeline.ringbuffer import AudioRing, ReaderCursor
 from app.pipeline.segmenter import CLAUSE_END, SENTENCE_END, Segmenter
-from app.pipeline.stability import LocalAgreement, split_prefix
+from app.pipeline.stability import LocalAgreement, drop_echo, split_prefix
 from app.pipeline.supervisor import Superseded
 
 log = logging.getLogger("relay.pipeline")
@@ -273,6 +273,7 @@ class ASRConfig:
     vad_threshold: float = 0.5
     silence_db: float = -60.0  # frame RMS below this (dBFS) is silence
     catch_up: bool = True  # real time: each step takes everything that arrived
+    commit_lookahead_s: float = 0.0  # audio a confirming hypothesis must have heard after a word
 
 
 class ASRStage(Stage):
@@ -286,7 +287,7 @@ class ASRStage(Stage):
         self.accel = accel
         self.ring, self.asr, self.vad, self.segmenter = ring, asr, vad, segmenter
         self.seg_out, self.preview_out, self.cfg = seg_out, preview_out, cfg
-        self.policy = LocalAgreement()
+        self.policy = LocalAgreement(cfg.commit_lookahead_s)
         self.cursor = ReaderCursor()
         self.window_start = 0
         self.step_s = cfg.step_s
@@ -433,8 +434,9 @@ class ASRStage(Stage):
         if new is None:  # the model disagreed with its forced prefix: keep only later words
             last = self.policy.last_committed_end
             new = [w for w in words if w.start >= last - 0.05]
+        new = drop_echo(new, self.policy.committed[-30:])
         now = self.clock.now()
-        committed, seen = self.policy.insert(new, now)
+        committed, seen = self.policy.insert(new, now, audio_end=end / SR)
         pause_after = False
         if paused or final:
             more, more_seen = self.policy.flush()

@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
 from app.ui.settings import keyring_available, validate_server_url
 
 
-
 def _save_cancel_layout(dialog: QDialog, form: QFormLayout, note: QLabel) -> None:
     """The settings dialogs' shape: the form, an explanatory note, then Save / Cancel."""
     buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
@@ -30,6 +29,7 @@ def _save_cancel_layout(dialog: QDialog, form: QFormLayout, note: QLabel) -> Non
     lay.addLayout(form)
     lay.addWidget(note)
     lay.addWidget(buttons)
+
 
 class CloudDialog(QDialog):
     """Server address and access token; an invalid address is an inline error, not a popup."""

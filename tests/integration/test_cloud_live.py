@@ -9,7 +9,7 @@ import pytest
 
 from .conftest import DATA
 from .test_cloud import TOKEN, Server
-from .test_live_audio import _no_session_left_behind, relay_live, start_pulse, wait_for_line  # noqa: F401
+from .test_live_audio import relay_live, start_pulse, wait_for_line
 
 pytestmark = pytest.mark.models
 

@@ -5,7 +5,6 @@ the dub on ``dub``; ``parecord`` records both monitors at the same time.
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ import wave
 import numpy as np
 import pytest
 
-from .conftest import DATA, ROOT, summary_of
+from .conftest import DATA, ROOT, relay_env, spawn, summary_of
 
 pytestmark = pytest.mark.models
 
@@ -41,38 +40,8 @@ def pulse():
         start_pulse()
 
 
-_started: list[subprocess.Popen] = []
-
-
-def _ctrl_c_works() -> None:
-    # a shell starts background jobs with SIGINT ignored, and children inherit that; the tests
-    # stop sessions with SIGINT (Ctrl-C), so give each session the terminal's default back
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def spawn(cmd: list[str], **kw) -> subprocess.Popen:
-    """A session process that is killed after the test if the test left it running."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_works, **kw)
-    _started.append(proc)
-    return proc
-
-
-@pytest.fixture(autouse=True)
-def _no_session_left_behind():
-    yield
-    while _started:
-        proc = _started.pop()
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-
-
 def relay_live(*args, env=None):
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT) + os.pathsep + e.get("PYTHONPATH", "")
-    e.update(env or {})
-    return spawn([sys.executable, "-m", "app", "run", *args], cwd=ROOT, env=e)
+    return spawn([sys.executable, "-m", "app", "run", *args], cwd=ROOT, env=relay_env(env))
 
 
 def record(device: str, path) -> subprocess.Popen:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import DATA, ROOT, relay, summary_of
-from .test_live_audio import _no_session_left_behind, pulse, spawn, wait_for_line  # noqa: F401 - fixtures
+from .conftest import DATA, ROOT, relay, spawn, summary_of
+from .test_live_audio import pulse, wait_for_line  # noqa: F401 - the fixture
 from .test_privacy import snapshot
 
 pytestmark = pytest.mark.models

@@ -1,5 +1,5 @@
 from app.pipeline.protocols import Word
-from app.pipeline.stability import LocalAgreement, split_prefix
+from app.pipeline.stability import LocalAgreement, drop_echo, split_prefix
 
 
 def W(text, t):
@@ -49,3 +49,54 @@ def test_split_prefix():
     rest = split_prefix(zh, "大家好")
     assert [w.text for w in rest] == ["我们"]
     assert split_prefix(words, "") == words
+
+
+def test_lookahead_holds_words_near_the_audio_end():
+    la = LocalAgreement(min_lookahead_s=0.4)
+    hyp = [W(" the", 0), W(" cat", 0.3), W(" sat", 0.6)]  # ends at 0.3, 0.6, 0.9
+    la.insert(hyp, 1.0, audio_end=1.0)
+    c, _ = la.insert(hyp, 2.0, audio_end=1.1)
+    # agreed on all three, but only " the" and " cat" end 0.4 s before the audio does
+    assert [w.text for w in c] == [" the", " cat"]
+    assert [w.text for w in la.tentative] == [" sat"]
+    c, _ = la.insert([W(" sat", 0.6)], 3.0, audio_end=1.3)
+    assert [w.text for w in c] == [" sat"]
+
+
+def test_no_lookahead_keeps_plain_local_agreement():
+    la = LocalAgreement()
+    hyp = [W(" the", 0), W(" cat", 0.3)]
+    la.insert(hyp, 1.0, audio_end=0.6)
+    c, _ = la.insert(hyp, 2.0, audio_end=0.6)
+    assert len(c) == 2
+
+
+def test_drop_echo_removes_words_inside_committed_time():
+    committed = [Word("为了", 16.6, 17.2), Word("控制", 17.2, 17.8), Word("成本。", 17.8, 18.5)]
+    hyp = [Word("为了", 18.12, 18.2), Word("控制", 18.2, 18.3), Word("成本。", 18.3, 18.48), Word("我们", 19.0, 19.3)]
+    assert [w.text for w in drop_echo(hyp, committed)] == ["我们"]
+
+
+def test_drop_echo_removes_a_reread_clause_just_after_the_commit():
+    committed = [Word("降", 21.5, 21.8), Word("到六十五", 21.8, 22.6), Word("万元。", 22.6, 23.1)]
+    hyp = [Word("到六十五", 23.05, 23.12), Word("万元。", 23.12, 23.2), Word("我", 23.9, 24.0)]
+    assert [w.text for w in drop_echo(hyp, committed)] == ["我"]
+
+
+def test_drop_echo_keeps_real_repetition_and_new_speech():
+    committed = [Word(" very", 1.0, 1.3)]
+    hyp = [Word(" very", 1.35, 1.6), Word(" good", 1.6, 1.9)]
+    assert [w.text for w in drop_echo(hyp, committed)] == [" very", " good"]
+    after_pause = [Word("谢谢", 5.0, 5.4), Word("大家。", 5.4, 5.9)]
+    committed = [Word("谢谢", 3.0, 3.4), Word("大家。", 3.4, 3.9)]
+    assert drop_echo(after_pause, committed) == after_pause
+    assert drop_echo(after_pause, []) == after_pause
+
+
+def test_prompt_echo_is_recognised():
+    from app.backends.whisper_ct2 import _echoes_prompt
+
+    assert _echoes_prompt("普通话的句子。")
+    assert _echoes_prompt("以下是")
+    assert not _echoes_prompt("的")  # too short to tell
+    assert not _echoes_prompt("我们说普通话")
