@@ -724,6 +724,53 @@ class TTSConfig:
     catch_up_after_s: float = 2.5  # dub lag beyond this speeds speech up
     max_speed: float = 1.6
     skip_after_s: float = 8.0  # beyond this, skip a segment rather than drift ever later
+    # silence a synthesised clause may keep before / after its speech (None: keep it all). The
+    # voice pads each clause with 0-60 ms before and 110-210 ms after; on a nearly full dub
+    # timeline that padding makes the next clause wait (docs/BENCHMARKS.md, dub trimming)
+    keep_lead_s: float | None = 0.01
+    keep_trail_s: float | None = 0.06
+
+
+def speech_bounds(audio: np.ndarray, rate: int, floor_db: float = -40.0) -> tuple[int, int]:
+    """First and one-past-last sample of the 5 ms frames whose RMS is within ``floor_db`` of the
+    loudest frame's; (0, 0) for silence."""
+    hop = max(1, rate // 200)
+    n = len(audio) // hop
+    if n == 0:
+        return (0, len(audio)) if len(audio) and np.abs(audio).max() > 1e-4 else (0, 0)
+    rms = np.sqrt(np.mean(np.square(audio[: n * hop].reshape(n, hop), dtype=np.float64), axis=1))
+    thr = max(float(rms.max()) * 10 ** (floor_db / 20), 1e-4)
+    loud = np.nonzero(rms > thr)[0]
+    if not len(loud):
+        return (0, 0)
+    end = len(audio) if loud[-1] == n - 1 else (loud[-1] + 1) * hop
+    return int(loud[0] * hop), int(end)
+
+
+def trim_clause(chunks, rate: int, keep_lead_s: float | None, keep_trail_s: float | None):
+    """Yield a clause's audio chunks with the silence before the first one's speech and after the
+    last one's cut down to the given margins. Chunks pass through one behind, so the last is known
+    without waiting for the whole clause; an all-silent chunk at either end is dropped."""
+    pending = None
+    first = True
+    for audio in chunks:
+        if first and keep_lead_s is not None:
+            a, b = speech_bounds(audio, rate)
+            if b == 0:
+                continue  # silence before any speech
+            audio = audio[max(0, a - int(keep_lead_s * rate)):]
+            first = False
+        elif first:
+            first = False
+        if pending is not None:
+            yield pending
+        pending = audio
+    if pending is not None:
+        if keep_trail_s is not None:
+            a, b = speech_bounds(pending, rate)
+            pending = pending[: min(len(pending), b + int(keep_trail_s * rate))]
+        if len(pending):
+            yield pending
 
 
 _CLAUSE_SPLIT = re.compile(r"(?<=[,;:.!?])\s+")
@@ -804,11 +851,14 @@ class TTSStage(Stage):
             # off mid-way is skipped (re-speaking it would repeat what was heard)
             self.in_flight = (tr, i, first)
             t0 = self.clock.now()
+            rate, cfg = self.tts.sample_rate, self.cfg
             if first and self.gate is not None:  # the first audio of a segment is latency-critical
                 with self.gate.urgent():
-                    chunks = list(self.tts.synthesize(clause, speed=speed))
+                    chunks = list(trim_clause(self.tts.synthesize(clause, speed=speed), rate,
+                                              cfg.keep_lead_s, cfg.keep_trail_s))
             else:
-                chunks = self.tts.synthesize(clause, speed=speed)
+                chunks = trim_clause(self.tts.synthesize(clause, speed=speed), rate,
+                                     cfg.keep_lead_s, cfg.keep_trail_s)
             for audio in chunks:
                 ready = self.clock.now()
                 start = max(ready, self.dub_end)

@@ -1,9 +1,11 @@
-"""The dub catches up instead of drifting ever later."""
+"""The dub catches up instead of drifting ever later, and its clauses carry no long padding."""
+
+import numpy as np
 
 from app.pipeline.engine import EventBus
 from app.pipeline.messages import DubChunk, Translation
 from app.pipeline.queues import BoundedQueue, ControlChannel, FakeClock, FullPolicy
-from app.pipeline.stages import TTSConfig, TTSStage, clauses
+from app.pipeline.stages import TTSConfig, TTSStage, clauses, speech_bounds, trim_clause
 
 from .fakes import FakeTTS
 
@@ -56,3 +58,50 @@ def test_clauses_split_and_glue_short_ones():
     assert clauses("Hello, everyone. Let's start now.") == ["Hello, everyone. Let's start now."]
     assert clauses("In order to control costs, we suggest a budget.") == [
         "In order to control costs,", "we suggest a budget."]
+
+
+def _padded(lead_s, speech_s, trail_s, rate=8000):
+    t = np.arange(int(speech_s * rate)) / rate
+    tone = (0.5 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    return np.concatenate([np.zeros(int(lead_s * rate), np.float32), tone,
+                           np.full(int(trail_s * rate), 1e-4, np.float32)])
+
+
+def test_clause_padding_is_trimmed_to_the_margins():
+    rate = 8000
+    out = list(trim_clause([_padded(0.06, 0.5, 0.2)], rate, 0.01, 0.06))
+    assert len(out) == 1
+    assert abs(len(out[0]) / rate - (0.01 + 0.5 + 0.06)) < 0.011
+    a, b = speech_bounds(out[0], rate)
+    assert a <= int(0.011 * rate) and len(out[0]) - b <= int(0.061 * rate)
+    # None keeps the padding
+    assert len(list(trim_clause([_padded(0.06, 0.5, 0.2)], rate, None, None))[0]) == int(0.76 * rate)
+
+
+def test_only_the_clause_ends_are_trimmed_and_silent_end_chunks_dropped():
+    rate = 8000
+    parts = [np.zeros(800, np.float32), _padded(0.05, 0.3, 0.1), _padded(0.05, 0.3, 0.1),
+             np.zeros(400, np.float32)]
+    out = list(trim_clause(iter(parts), rate, 0.0, 0.0))
+    assert len(out) == 2
+    assert len(out[1]) == len(parts[2])  # a middle chunk keeps its padding, an end one loses it
+    assert speech_bounds(out[0], rate)[0] == 0
+    assert list(trim_clause([np.zeros(100, np.float32)], rate, 0.01, 0.06)) == []
+
+
+def test_the_stage_lays_trimmed_audio_on_the_timeline():
+    class PaddedTTS(FakeTTS):
+        def synthesize(self, text, speed=1.0):
+            self.texts.append((text, speed))
+            yield _padded(0.06, 0.4, 0.2, self.sample_rate)
+
+    clock = FakeClock(1.5)
+    bus = EventBus()
+    chunks = []
+    bus.subscribe(lambda e: chunks.append(e) if isinstance(e, DubChunk) else None)
+    q = BoundedQueue(16, FullPolicy.BLOCK)
+    stage = TTSStage(PaddedTTS(), q, ControlChannel(), TTSConfig(), bus, clock, lambda t: t)
+    q.put(tr(0, 1.0))
+    q.close()
+    stage.run()
+    assert abs(len(chunks[0].audio) / 8000 - 0.47) < 0.011
