@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -107,7 +108,10 @@ def live_run(clip: Path, pair: str, extra: list[str]) -> dict:
     report = _report_path()
     proc = subprocess.Popen([sys.executable, "-m", "app", "run", "--source", "meeting.monitor", "--dub-device",
                              "dub", "--pair", pair, "--json", "--report", str(report), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            # the session is stopped with SIGINT (Ctrl-C); a bench started as a
+                            # background job has it ignored, and children inherit that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     while True:
         line = proc.stderr.readline()
         if not line:
