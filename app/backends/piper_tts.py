@@ -10,21 +10,26 @@ import numpy as np
 
 class PiperTTS:
     def __init__(self, model_path: str, config_path: str, *, name: str, threads: int = 1):
+        import json
+
         import onnxruntime
         from piper import PiperVoice
+        from piper.config import PiperConfig
 
         self.name = name
-        self.voice = PiperVoice.load(model_path, config_path=config_path)
-        self.sample_rate = int(self.voice.config.sample_rate)
-        self._lock = threading.Lock()
-        sess = getattr(self.voice, "session", None)
-        self._threads = threads
-        if sess is not None and threads:
-            opts = onnxruntime.SessionOptions()
+        # one ONNX session, made with our thread settings (PiperVoice.load would make a second
+        # one with ONNX Runtime's defaults first: ~0.5 s and its memory, thrown away)
+        opts = onnxruntime.SessionOptions()
+        if threads:
             opts.intra_op_num_threads = threads
             opts.inter_op_num_threads = 1
-            self.voice.session = onnxruntime.InferenceSession(model_path, sess_options=opts,
-                                                              providers=["CPUExecutionProvider"])
+        with open(config_path, encoding="utf-8") as f:
+            config = PiperConfig.from_dict(json.load(f))
+        session = onnxruntime.InferenceSession(model_path, sess_options=opts, providers=["CPUExecutionProvider"])
+        self.voice = PiperVoice(session=session, config=config)
+        self.sample_rate = int(self.voice.config.sample_rate)
+        self._lock = threading.Lock()
+        self._threads = threads
 
     def synthesize(self, text: str, speed: float = 1.0) -> Iterator[np.ndarray]:
         from piper import SynthesisConfig
