@@ -2,6 +2,7 @@
 load falls on all of them alike.
 
     python bench/sweep.py --runs 2 "" "--eager 4" "--asr-step 0.5 --commit-lookahead 0"
+    python bench/sweep.py -- "--fast"                               # a first setting that starts with --
     python bench/sweep.py --tree /path/to/other/checkout "" ...   # also the same flags on another tree
 
 Each setting is one string of extra flags ("" = defaults). Real-time feed, zh-en on

@@ -434,7 +434,11 @@ class ASRStage(Stage):
         if new is None:  # the model disagreed with its forced prefix: keep only later words
             last = self.policy.last_committed_end
             new = [w for w in words if w.start >= last - 0.05]
-        new = drop_echo(new, self.policy.committed[-30:])
+        if not self.sep:
+            # Chinese/Japanese only: there Whisper re-reads the last clause after a forced prefix;
+            # on English the guard cost more than it saved (asterisk_session, --fast: WER 9.68 %
+            # with it, 7.58 % without)
+            new = drop_echo(new, self.policy.committed[-30:])
         now = self.clock.now()
         committed, seen = self.policy.insert(new, now, audio_end=end / SR)
         pause_after = False
