@@ -174,14 +174,17 @@ def test_no_dub_leaks_into_the_captured_meeting_audio(live_run):
 
 
 def test_sound_server_killed_mid_session(pulse, tmp_path):
-    proc = relay_live("--source", "meeting.monitor", "--dub-device", "dub", "--json")
+    proc = relay_live("--source", "meeting.monitor", "--dub-device", "dub", "--json", "--log-level", "info")
     wait_for_line(proc, "listening on", 300)
     subprocess.run(["paplay", "--device=meeting", str(DATA / "zh_03.wav")], check=True, timeout=60)
     time.sleep(3.0)  # the sentence is committed before the server goes
     subprocess.run(["pulseaudio", "--kill"], timeout=30)
     time.sleep(6.0)  # a device is declared lost after 4 s without callbacks
     start_pulse()
-    time.sleep(3.5)  # the capture retries every second
+    # the capture retries every second; on a loaded machine the reopen can take a few seconds,
+    # so play the next sentence only once Relay says the source is back (a fixed wait missed it)
+    wait_for_line(proc, "capture source 'meeting.monitor' is back", 60)
+    time.sleep(0.5)
     subprocess.run(["paplay", "--device=meeting", str(DATA / "zh_05.wav")], check=True, timeout=60)
     time.sleep(4.0)
     proc.send_signal(signal.SIGINT)
