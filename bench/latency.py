@@ -44,10 +44,11 @@ def ensure_devspeech() -> Path | None:
     return wav
 
 
-def run_relay(wav: Path, pair: str, extra: list[str]) -> dict:
+def run_relay(wav: Path, pair: str, extra: list[str], tree: Path = ROOT) -> dict:
+    """One `relay run --json` of the code in ``tree``; its summary object."""
     cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *extra]
     t = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
     if p.returncode != 0:
         raise SystemExit(f"relay failed ({p.returncode}): {p.stderr.strip()[-400:]}")
     last = p.stdout.strip().splitlines()[-1]

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,15 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import ZH_REF, ZH_WAV, score  # noqa: E402
-
-
-def one(tree: Path, wav: Path, pair: str, flags: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *flags]
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
-    if p.returncode != 0:
-        raise SystemExit(f"relay failed ({p.returncode}) for {flags}: {p.stderr.strip()[-300:]}")
-    return json.loads(p.stdout.strip().splitlines()[-1])
+from latency import ZH_REF, ZH_WAV, run_relay, score  # noqa: E402
 
 
 def main() -> None:
@@ -52,7 +43,7 @@ def main() -> None:
     for k in range(args.runs):
         for tree, setting in combos:
             label = (f"{tree.name}: " if len(trees) > 1 else "") + (setting or "(defaults)")
-            s = one(tree, ZH_WAV, "zh-en", setting.split())
+            s = run_relay(ZH_WAV, "zh-en", setting.split(), tree)
             lat = s["latency_ms"]
             r = {"subtitle_p50": lat["e2e_subtitle"]["p50"], "subtitle_p95": lat["e2e_subtitle"]["p95"],
                  "dub_p50": lat["e2e_dub"]["p50"], "dub_p95": lat["e2e_dub"]["p95"],

@@ -219,9 +219,12 @@ class WhisperCT2:
         self._mel.reset()
 
 
+_ZH_PROMPT_NORM = norm(ZH_PROMPT)
+
+
 def _echoes_prompt(text: str) -> bool:
     t = norm(text)
-    return len(t) >= 3 and t in norm(ZH_PROMPT)
+    return len(t) >= 3 and t in _ZH_PROMPT_NORM
 
 
 _PUNCT = set("。，、？！；：,.?!;:\"'”’）)")

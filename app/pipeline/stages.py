@@ -438,7 +438,7 @@ class ASRStage(Stage):
             # Chinese/Japanese only: there Whisper re-reads the last clause after a forced prefix;
             # on English the guard cost more than it saved (asterisk_session, --fast: WER 9.68 %
             # with it, 7.58 % without)
-            new = drop_echo(new, self.policy.committed[-30:])
+            new = drop_echo(new, self.policy.committed)
         now = self.clock.now()
         committed, seen = self.policy.insert(new, now, audio_end=end / SR)
         pause_after = False
@@ -739,16 +739,13 @@ def speech_bounds(audio: np.ndarray, rate: int, floor_db: float = -40.0) -> tupl
     """First and one-past-last sample of the 5 ms frames whose RMS is within ``floor_db`` of the
     loudest frame's; (0, 0) for silence."""
     hop = max(1, rate // 200)
-    n = len(audio) // hop
-    if n == 0:
-        return (0, len(audio)) if len(audio) and np.abs(audio).max() > 1e-4 else (0, 0)
-    rms = np.sqrt(np.mean(np.square(audio[: n * hop].reshape(n, hop), dtype=np.float64), axis=1))
-    thr = max(float(rms.max()) * 10 ** (floor_db / 20), 1e-4)
-    loud = np.nonzero(rms > thr)[0]
+    rms_db, _ = frame_features(audio, hop, backend="numpy")
+    if not len(rms_db):
+        return (0, 0)
+    loud = np.nonzero(rms_db > max(float(rms_db.max()) + floor_db, -80.0))[0]  # -80 dB: RMS 1e-4
     if not len(loud):
         return (0, 0)
-    end = len(audio) if loud[-1] == n - 1 else (loud[-1] + 1) * hop
-    return int(loud[0] * hop), int(end)
+    return int(loud[0] * hop), int(min(len(audio), (loud[-1] + 1) * hop))
 
 
 def trim_clause(chunks, rate: int, keep_lead_s: float | None, keep_trail_s: float | None):
@@ -758,13 +755,12 @@ def trim_clause(chunks, rate: int, keep_lead_s: float | None, keep_trail_s: floa
     pending = None
     first = True
     for audio in chunks:
-        if first and keep_lead_s is not None:
-            a, b = speech_bounds(audio, rate)
-            if b == 0:
-                continue  # silence before any speech
-            audio = audio[max(0, a - int(keep_lead_s * rate)):]
-            first = False
-        elif first:
+        if first:
+            if keep_lead_s is not None:
+                a, b = speech_bounds(audio, rate)
+                if b == 0:
+                    continue  # silence before any speech
+                audio = audio[max(0, a - int(keep_lead_s * rate)):]
             first = False
         if pending is not None:
             yield pending
