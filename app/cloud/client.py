@@ -326,7 +326,8 @@ class CloudClient:
             ws = await _open_ws(self.url, self.token, self.ctx, min(timeout, 10.0))
         o = self.opts
         options = {"no_tts": o.no_tts, "beam": o.beam, "asr_step": o.asr_step,
-                   "commit_lookahead": o.commit_lookahead, "preview": o.preview,
+                   "commit_lookahead": o.commit_lookahead,
+                   "first_commit_lookahead": o.first_commit_lookahead, "preview": o.preview,
                    "eager": o.eager, "speculative": o.speculative, "policy": o.policy, "realtime": o.realtime}
         await ws.send(P.encode_json({"type": "hello", "v": P.VERSION, "pair": o.pair,
                                      "codec": "pcm16-zlib" if self.compress else "pcm16",

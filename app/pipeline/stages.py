@@ -274,6 +274,7 @@ class ASRConfig:
     silence_db: float = -60.0  # frame RMS below this (dBFS) is silence
     catch_up: bool = True  # real time: each step takes everything that arrived
     commit_lookahead_s: float = 0.0  # audio a confirming hypothesis must have heard after a word
+    first_commit_lookahead_s: float = 0.0  # the same for an utterance's first commit
 
 
 class ASRStage(Stage):
@@ -287,7 +288,7 @@ class ASRStage(Stage):
         self.accel = accel
         self.ring, self.asr, self.vad, self.segmenter = ring, asr, vad, segmenter
         self.seg_out, self.preview_out, self.cfg = seg_out, preview_out, cfg
-        self.policy = LocalAgreement(cfg.commit_lookahead_s)
+        self.policy = LocalAgreement(cfg.commit_lookahead_s, cfg.first_commit_lookahead_s)
         self.cursor = ReaderCursor()
         self.window_start = 0
         self.step_s = cfg.step_s

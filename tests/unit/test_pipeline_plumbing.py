@@ -110,3 +110,32 @@ def test_serial_cascade_waits_for_the_utterance():
     segs = pipe.record.segments
     assert len(segs) == 2 and all(s["reason"] == "pause" for s in segs)
     assert pipe.record.dub and len(tts.texts) >= 2
+
+
+@pytest.mark.parametrize("first", [0.0, 1.5])
+def test_an_utterances_first_commit_waits_for_its_own_margin(first):
+    from app.pipeline.messages import CommittedWords
+
+    asr = FakeASR()
+    pipe = StreamingPipeline(asr, FakeMT(), FakeTTS(), FakeVAD(),
+                             cfg(step_s=0.5, commit_lookahead_s=0.0, first_commit_lookahead_s=first))
+    firsts = []  # (first word's end, audio the recogniser had heard) per utterance's first commit
+    state = {"utterance_open": True}
+
+    def watch(ev):
+        if isinstance(ev, CommittedWords):
+            if state["utterance_open"]:
+                firsts.append((ev.words[0].end, asr.window_lengths[-1] + pipe_window_start()))
+            state["utterance_open"] = ev.pause_after
+
+    def pipe_window_start():
+        return pipe.asr_stage.window_start / 16000
+
+    pipe.bus.subscribe(watch)
+    feed(pipe, speech(4.0, 1.0, repeats=2))
+    assert len(firsts) == 2 and len(pipe.record.segments) >= 2
+    for word_end, heard in firsts:
+        if first:
+            assert heard - word_end >= first - 1e-6
+        else:
+            assert heard - word_end < first + 1.0  # plain LocalAgreement-2: the next step

@@ -100,3 +100,51 @@ def test_prompt_echo_is_recognised():
     assert _echoes_prompt("以下是")
     assert not _echoes_prompt("的")  # too short to tell
     assert not _echoes_prompt("我们说普通话")
+
+
+def test_first_commit_of_an_utterance_needs_the_larger_margin():
+    la = LocalAgreement(min_lookahead_s=0.1, first_lookahead_s=0.6)
+    hyp = [W("三个", 0), W("月的", 0.3)]  # end at 0.3 and 0.6
+    la.insert(hyp, 1.0, audio_end=0.8)
+    c, _ = la.insert(hyp, 2.0, audio_end=0.8)
+    assert c == []  # with the plain 0.1 s margin both would commit
+    c, _ = la.insert(hyp + [W("营收", 0.6)], 3.0, audio_end=1.0)
+    assert [w.text for w in c] == ["三个"]  # 0.3 <= 1.0 - 0.6
+    # later commits of the same utterance use the plain margin
+    c, _ = la.insert([W("月的", 0.3), W("营收", 0.6)], 4.0, audio_end=0.95)
+    assert [w.text for w in c] == ["月的"]
+    # a flush starts a new utterance: the larger margin again
+    la.flush()
+    nxt = [W("我们", 2.0), W("同意", 2.3)]
+    la.insert(nxt, 5.0, audio_end=2.8)
+    c, _ = la.insert(nxt, 6.0, audio_end=2.8)
+    assert c == []
+
+
+def test_a_split_character_is_never_committed():
+    la = LocalAgreement()
+    hyp = [W("比预期", 0), W("\ufffd", 0.3)]
+    la.insert(hyp, 1.0)
+    c, _ = la.insert(hyp + [W("为了", 0.6)], 2.0)
+    assert [w.text for w in c] == ["比预期"]
+    assert [w.text for w in la.tentative] == ["\ufffd", "为了"]
+    c, _ = la.insert([W("要好。", 0.3), W("为了", 0.6)], 3.0)
+    assert c == []  # the completed character replaces the partial one as a new hypothesis
+    c, _ = la.flush()
+    assert [w.text for w in c] == ["要好。", "为了"]
+    la.insert([W("控制", 1.0), W("\ufffd", 1.3)], 4.0)
+    c, _ = la.flush()  # at an utterance end the partial character is dropped, not committed
+    assert [w.text for w in c] == ["控制"]
+
+
+def test_first_commit_margin_defaults_and_bounds():
+    import pytest
+
+    from app.errors import UserError
+    from app.session import SessionOptions, asr_defaults
+
+    assert asr_defaults("zh") == (0.25, 0.25, 0.5)
+    assert asr_defaults("en") == (0.5, 0.0, 0.0)
+    with pytest.raises(UserError, match="--first-commit-lookahead"):
+        SessionOptions(pair="zh-en", first_commit_lookahead=5).validate()
+    SessionOptions(pair="zh-en", first_commit_lookahead=0.5).validate()
