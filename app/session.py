@@ -48,10 +48,10 @@ class SessionOptions:
             raise UserError("--beam must be at least 1")
         if self.asr_step is not None and not 0.2 <= self.asr_step <= 10:
             raise UserError("--asr-step must be between 0.2 and 10 seconds")
-        if self.commit_lookahead is not None and not 0 <= self.commit_lookahead <= 3:
-            raise UserError("--commit-lookahead must be between 0 and 3 seconds")
-        if self.first_commit_lookahead is not None and not 0 <= self.first_commit_lookahead <= 3:
-            raise UserError("--first-commit-lookahead must be between 0 and 3 seconds")
+        for flag, value in (("--commit-lookahead", self.commit_lookahead),
+                            ("--first-commit-lookahead", self.first_commit_lookahead)):
+            if value is not None and not 0 <= value <= 3:
+                raise UserError(f"{flag} must be between 0 and 3 seconds")
         if self.preview not in ("auto", "on", "off"):
             raise UserError("--preview must be auto, on or off")
         if not 0 <= self.threads <= 256:

@@ -83,8 +83,8 @@ class LocalAgreement:
 
     def flush(self) -> tuple[list[Word], list[float]]:
         """Commit whatever is tentative (end of an utterance or of the stream)."""
-        whole = [i for i, w in enumerate(self._prev) if PARTIAL_CHAR not in w.text]
-        commit, seen = [self._prev[i] for i in whole], [self._prev_seen[i] for i in whole]
+        kept = [(w, t) for w, t in zip(self._prev, self._prev_seen) if PARTIAL_CHAR not in w.text]
+        commit, seen = [w for w, _ in kept], [t for _, t in kept]
         self._utterance_commits = 0
         self.committed += commit
         self._prev, self._prev_seen = [], []

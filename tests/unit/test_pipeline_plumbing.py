@@ -122,14 +122,12 @@ def test_an_utterances_first_commit_waits_for_its_own_margin(first):
     firsts = []  # (first word's end, audio the recogniser had heard) per utterance's first commit
     state = {"utterance_open": True}
 
-    def watch(ev):
+    def watch(ev):  # runs in the ASR thread during the step, so window_start is that step's
         if isinstance(ev, CommittedWords):
             if state["utterance_open"]:
-                firsts.append((ev.words[0].end, asr.window_lengths[-1] + pipe_window_start()))
+                heard = pipe.asr_stage.window_start / 16000 + asr.window_lengths[-1]
+                firsts.append((ev.words[0].end, heard))
             state["utterance_open"] = ev.pause_after
-
-    def pipe_window_start():
-        return pipe.asr_stage.window_start / 16000
 
     pipe.bus.subscribe(watch)
     feed(pipe, speech(4.0, 1.0, repeats=2))
