@@ -297,6 +297,7 @@ class ASRStage(Stage):
         self._vad_pos = 0
         self._speech = np.zeros(0, dtype=bool)  # per VAD frame, absolute from frame 0
         self._last_speech_end = 0  # sample index
+        self._gap: tuple[int, int] | None = None  # a pause with speech after it, not yet acted on
         self._had_speech_since_commit = False
         self.sep = "" if getattr(asr, "output_language", asr.language) in ("zh", "ja") else " "
         self._processed = 0  # samples taken by completed steps
@@ -320,11 +321,27 @@ class ASRStage(Stage):
         # the VAD model says about them
         rms_db, _ = frame_features(audio, fs, backend=self.accel)
         speech = (probs > self.cfg.vad_threshold) & (rms_db[: len(probs)] > self.cfg.silence_db)
-        if speech.any():
-            last = int(np.nonzero(speech)[0][-1])
-            self._last_speech_end = self._vad_pos + (last + 1) * fs
+        idx = np.nonzero(speech)[0]
+        if len(idx):
+            if self._gap is None:
+                self._gap = self._first_pause(idx, fs)
+            self._last_speech_end = self._vad_pos + (int(idx[-1]) + 1) * fs
             self._had_speech_since_commit = True
         self._vad_pos += n_frames * fs
+
+    def _first_pause(self, idx: np.ndarray, fs: int) -> tuple[int, int] | None:
+        """A whole pause inside the audio one step takes, speech on both sides: (where the speech
+        before it ended, where the speech after it starts), as sample indices. A step that
+        only looked at trailing silence would miss it (a 0.7 s pause between sentences is seen
+        as one only if a step happens to fall inside its last 0.2 s)."""
+        starts = self._vad_pos + idx * fs
+        before = np.concatenate(([self._last_speech_end], starts[:-1] + fs))
+        spoke = np.ones(len(idx), dtype=bool)
+        spoke[0] = self._had_speech_since_commit
+        gaps = np.nonzero(spoke & (starts - before >= self.cfg.pause_s * SR))[0]
+        if not len(gaps):
+            return None
+        return int(before[gaps[0]]), int(starts[gaps[0]])
 
     def _pause(self, upto: int) -> bool:
         return self._had_speech_since_commit and (upto - self._last_speech_end) >= self.cfg.pause_s * SR
@@ -376,7 +393,7 @@ class ASRStage(Stage):
         self.seg_out.close()
 
     # -- restart state -----------------------------------------------------------------------
-    _STATE = ("window_start", "_vad_pos", "_last_speech_end", "_had_speech_since_commit", "_processed")
+    _STATE = ("window_start", "_vad_pos", "_last_speech_end", "_had_speech_since_commit", "_processed", "_gap")
 
     def _snapshot(self) -> dict:
         """The committed point before a step: the step can be replayed from here."""
@@ -412,7 +429,17 @@ class ASRStage(Stage):
 
     def _step(self, upto: int, final: bool) -> None:
         now = self.clock.now()
-        paused = self._pause(upto)
+        gap, self._gap = self._gap, None
+        if gap is not None:  # the utterance ended inside this step's audio: recognise up to there
+            self._step_to(gap[0], upto, False, gap)
+            if final:
+                self._step_to(upto, upto, True, None)
+            return
+        self._step_to(self._last_speech_end, upto, final, None)
+
+    def _step_to(self, speech_end: int, upto: int, final: bool, gap: tuple[int, int] | None) -> None:
+        now = self.clock.now()
+        paused = gap is not None or self._pause(upto)
         # No speech in the window and nothing tentative: skip decoding, slide the window.
         if not self._had_speech_since_commit and not self.policy.tentative:
             keep = int(0.3 * SR)
@@ -420,7 +447,7 @@ class ASRStage(Stage):
             return
         end = upto
         if paused and not final:
-            end = min(upto, self._last_speech_end + int(0.25 * SR))
+            end = min(upto, speech_end + int(0.25 * SR))
         start = self.window_start
         if end - start < int(0.3 * SR):
             return
@@ -457,8 +484,10 @@ class ASRStage(Stage):
             for seg in self.segmenter.feed([], True):
                 self._send(seg)
         if pause_after:
-            self._had_speech_since_commit = False
-            cut = max(self.policy.last_committed_end * SR, self._last_speech_end)
+            self._had_speech_since_commit = gap is not None  # the next utterance has begun
+            cut = max(self.policy.last_committed_end * SR, speech_end)
+            if gap is not None:  # as after a pause seen step by step: 0.3 s of it before the speech
+                cut = max(cut, gap[1] - int(0.3 * SR))
             self.window_start = max(self.window_start, (int(cut) // HOP) * HOP)
         self._trim_window(upto)
         tentative = self.policy.tentative

@@ -137,3 +137,16 @@ def test_an_utterances_first_commit_waits_for_its_own_margin(first):
             assert heard - word_end >= first - 1e-6
         else:
             assert heard - word_end < first + 1.0  # plain LocalAgreement-2: the next step
+
+
+def test_a_pause_inside_one_steps_audio_still_ends_the_utterance():
+    # 1 s steps over speech with 0.6 s pauses: no step ever sees 0.5 s of trailing silence, yet
+    # each pause must close its sentence (before, the three sentences ran into one)
+    asr = FakeASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(step_s=1.0, pause_s=0.5))
+    feed(pipe, speech(2.0, 0.6, repeats=3))
+    segs = pipe.record.segments
+    ends = [s for s in segs if s["reason"] == "pause"]
+    assert len(ends) >= 2, [(s["source"], s["reason"]) for s in segs]
+    words = " ".join(s["source"] for s in segs).replace(".", "").split()
+    assert len(words) == len(set(words)), words  # nothing twice
