@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--first-commit-lookahead", type=float, default=None, metavar="S",
                    help="the same for the first words of each utterance, where short windows guess "
                         "worst (default 0.5 for zh/ja, else 0)")
+    r.add_argument("--asr-context", type=float, default=None, metavar="S",
+                   help="decode an utterance's start after the last S seconds of the previous one, "
+                        "their words forced as the prefix (default 1.5 for zh/ja, else 0)")
     r.add_argument("--asr-model", help="use this installed ASR pack instead of the pair's default")
     r.add_argument("--preview", choices=("auto", "on", "off"), default="auto",
                    help="translate the tentative tail as a lighter preview (auto: on with 4+ CPU cores)")
@@ -326,7 +329,7 @@ def options_from_args(args):
 
     return SessionOptions(pair=args.pair, no_tts=args.no_tts, serial=args.serial, realtime=args.realtime,
                           beam=args.beam, asr_step=args.asr_step, commit_lookahead=args.commit_lookahead,
-                          first_commit_lookahead=args.first_commit_lookahead,
+                          first_commit_lookahead=args.first_commit_lookahead, asr_context=args.asr_context,
                           asr_model=args.asr_model,
                           preview=args.preview, eager=args.eager, threads=args.threads, accel=args.accel,
                           speculative=getattr(args, "speculative", "auto"), policy=getattr(args, "policy", "on"))

@@ -48,12 +48,12 @@ def main() -> None:
             r = {"subtitle_p50": lat["e2e_subtitle"]["p50"], "subtitle_p95": lat["e2e_subtitle"]["p95"],
                  "dub_p50": lat["e2e_dub"]["p50"], "dub_p95": lat["e2e_dub"]["p95"],
                  "commit_p50": lat.get("asr_commit", {}).get("p50"),
-                 "tts_first_p50": lat["tts_first_audio"]["p50"], "cpu_rtf": s["cpu_rtf"],
+                 "tts_first_p50": lat["tts_first_audio"]["p50"], "rtf": s["rtf"], "cpu_rtf": s["cpu_rtf"],
                  "segments": len(s["segments"]), **score(s, ref_src, ref_tgt, "zh")}
             results.setdefault(label, []).append(r)
             print(f"run {k + 1} {label}: {r}", file=sys.stderr, flush=True)
     keys = ["subtitle_p50", "subtitle_p95", "dub_p50", "dub_p95", "commit_p50", "tts_first_p50",
-            "src_error_pct", "chrF", "cpu_rtf", "segments"]
+            "src_error_pct", "chrF", "rtf", "cpu_rtf", "segments"]
     print("| setting | " + " | ".join(keys) + " |")
     print("|---|" + "---|" * len(keys))
     for label, rs in results.items():

@@ -123,7 +123,8 @@ class Hello:
 
 _OPTION_TYPES = {"no_tts": bool, "beam": int, "asr_step": (int, float, type(None)),
                  "commit_lookahead": (int, float, type(None)),
-                 "first_commit_lookahead": (int, float, type(None)), "preview": str,
+                 "first_commit_lookahead": (int, float, type(None)),
+                 "asr_context": (int, float, type(None)), "preview": str,
                  "eager": (int, type(None)), "speculative": str, "policy": str, "realtime": bool}
 
 

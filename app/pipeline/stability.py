@@ -48,6 +48,11 @@ class LocalAgreement:
         self.tentative_seen: list[float] = []
 
     @property
+    def utterance_commits(self) -> int:
+        """Words committed since the last flush."""
+        return self._utterance_commits
+
+    @property
     def last_committed_end(self) -> float:
         return self.committed[-1].end if self.committed else 0.0
 

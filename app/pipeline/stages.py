@@ -275,6 +275,7 @@ class ASRConfig:
     catch_up: bool = True  # real time: each step takes everything that arrived
     commit_lookahead_s: float = 0.0  # audio a confirming hypothesis must have heard after a word
     first_commit_lookahead_s: float = 0.0  # the same for an utterance's first commit
+    context_s: float = 0.0  # audio of the previous utterance put back in front of the next one
 
 
 class ASRStage(Stage):
@@ -298,6 +299,8 @@ class ASRStage(Stage):
         self._speech = np.zeros(0, dtype=bool)  # per VAD frame, absolute from frame 0
         self._last_speech_end = 0  # sample index
         self._gap: tuple[int, int] | None = None  # a pause with speech after it, not yet acted on
+        self._speech_start = 0  # where the current utterance's speech began (sample index)
+        self._context_start: int | None = None  # where the next utterance's window will begin
         self._had_speech_since_commit = False
         self.sep = "" if getattr(asr, "output_language", asr.language) in ("zh", "ja") else " "
         self._processed = 0  # samples taken by completed steps
@@ -323,8 +326,12 @@ class ASRStage(Stage):
         speech = (probs > self.cfg.vad_threshold) & (rms_db[: len(probs)] > self.cfg.silence_db)
         idx = np.nonzero(speech)[0]
         if len(idx):
+            if not self._had_speech_since_commit:
+                self._speech_start = self._vad_pos + int(idx[0]) * fs
             if self._gap is None:
                 self._gap = self._first_pause(idx, fs)
+                if self._gap is not None:
+                    self._speech_start = self._gap[1]
             self._last_speech_end = self._vad_pos + (int(idx[-1]) + 1) * fs
             self._had_speech_since_commit = True
         self._vad_pos += n_frames * fs
@@ -393,7 +400,8 @@ class ASRStage(Stage):
         self.seg_out.close()
 
     # -- restart state -----------------------------------------------------------------------
-    _STATE = ("window_start", "_vad_pos", "_last_speech_end", "_had_speech_since_commit", "_processed", "_gap")
+    _STATE = ("window_start", "_vad_pos", "_last_speech_end", "_had_speech_since_commit", "_processed", "_gap",
+              "_context_start", "_speech_start")
 
     def _snapshot(self) -> dict:
         """The committed point before a step: the step can be replayed from here."""
@@ -445,9 +453,19 @@ class ASRStage(Stage):
             keep = int(0.3 * SR)
             self.window_start = max(self.window_start, ((upto - keep) // HOP) * HOP)
             return
+        if (not paused and not final and not self.policy.tentative and self.policy.utterance_commits == 0
+                and upto - self._speech_start < self.cfg.first_commit_lookahead_s * SR):
+            # nothing heard yet can commit before the next step (an utterance's first words
+            # need this much audio after them), and that step will have a hypothesis of its own
+            # to agree with: skip the decode
+            return
         end = upto
         if paused and not final:
             end = min(upto, speech_end + int(0.25 * SR))
+        if self._context_start is not None:
+            # the utterance's first decode: the end of the previous one goes back in front, its
+            # committed words forced as the prefix, so the first words are heard in context
+            self.window_start, self._context_start = min(self.window_start, self._context_start), None
         start = self.window_start
         if end - start < int(0.3 * SR):
             return
@@ -489,12 +507,25 @@ class ASRStage(Stage):
             if gap is not None:  # as after a pause seen step by step: 0.3 s of it before the speech
                 cut = max(cut, gap[1] - int(0.3 * SR))
             self.window_start = max(self.window_start, (int(cut) // HOP) * HOP)
+            self._context_start = self._context_from(speech_end)
         self._trim_window(upto)
         tentative = self.policy.tentative
         ev = TentativeText(tuple(tentative), self.segmenter.pending_text, now)
         self.bus.publish(ev)
         if tentative and self.preview_out is not None:
             self.preview_out.put(ev)
+
+    def _context_from(self, speech_end: int) -> int | None:
+        """Start of the committed words that reach into the last ``context_s`` before
+        ``speech_end`` (whole words, so the forced prefix matches the audio), or None."""
+        if self.cfg.context_s <= 0:
+            return None
+        since = speech_end / SR - self.cfg.context_s
+        committed = self.policy.committed
+        i = len(committed)
+        while i > 0 and committed[i - 1].end > since:
+            i -= 1
+        return (int(committed[i].start * SR) // HOP) * HOP if i < len(committed) else None
 
     def _trim_window(self, upto: int) -> None:
         """Keep the window short (the decoder's cost grows with it): past ``trim_after_s`` cut at

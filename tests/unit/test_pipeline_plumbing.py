@@ -150,3 +150,43 @@ def test_a_pause_inside_one_steps_audio_still_ends_the_utterance():
     assert len(ends) >= 2, [(s["source"], s["reason"]) for s in segs]
     words = " ".join(s["source"] for s in segs).replace(".", "").split()
     assert len(words) == len(set(words)), words  # nothing twice
+
+
+class _WindowLog(FakeASR):
+    """Records each decode's window (start, end in seconds) and its forced prefix."""
+
+    def __init__(self):
+        super().__init__()
+        self.windows = []
+
+    def transcribe_window(self, audio, window_start_sample, prompt, prefix):
+        self.windows.append((window_start_sample / 16000, window_start_sample / 16000 + len(audio) / 16000,
+                             [w.text.strip() for w in prefix]))
+        return super().transcribe_window(audio, window_start_sample, prompt, prefix)
+
+
+@pytest.mark.parametrize("context", [0.0, 1.0])
+def test_the_next_utterance_is_decoded_after_the_end_of_the_last_one(context):
+    asr = _WindowLog()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(step_s=0.5, context_s=context))
+    feed(pipe, speech(3.0, 1.0, repeats=2))  # speech 0-3 s and 4-7 s
+    first = next(w for w in asr.windows if w[1] > 4.0)  # the second utterance's first decode
+    if context:
+        # the last second of the first utterance, its committed words forced as the prefix
+        assert first[0] == pytest.approx(2.0) and first[2] == ["w4z", "w5z"]
+    else:
+        assert first[0] >= 3.0 and first[2] == []
+    words = " ".join(s["source"] for s in pipe.record.segments).replace(".", "").split()
+    assert words == [f"w{i}z" for i in (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)]  # once each
+
+
+@pytest.mark.parametrize("first", [0.0, 0.5])
+def test_no_decode_before_an_utterances_first_words_could_commit(first):
+    asr = _WindowLog()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(),
+                             cfg(step_s=0.25, commit_lookahead_s=0.0, first_commit_lookahead_s=first))
+    feed(pipe, speech(3.0, 1.0, repeats=2))
+    early = [w for w in asr.windows if w[1] - 0.0 < first or 4.0 < w[1] < 4.0 + first]
+    assert not early
+    assert any(4.0 < w[1] < 4.5 for w in asr.windows) == (first == 0.0)  # the rule, not a lack of steps
+    assert len(pipe.record.segments) >= 2
