@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "worst (default 0.5 for zh/ja, else 0)")
     r.add_argument("--asr-context", type=float, default=None, metavar="S",
                    help="decode an utterance's start after the last S seconds of the previous one, "
-                        "their words forced as the prefix (default 1.5 for zh/ja, else 0)")
+                        "their words forced as the prefix (default 0; 1.5 helps Chinese sentence starts on a "
+                        "machine with CPU to spare)")
     r.add_argument("--asr-model", help="use this installed ASR pack instead of the pair's default")
     r.add_argument("--preview", choices=("auto", "on", "off"), default="auto",
                    help="translate the tentative tail as a lighter preview (auto: on with 4+ CPU cores)")
