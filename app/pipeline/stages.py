@@ -436,7 +436,6 @@ class ASRStage(Stage):
         return join_words(self.policy.committed[max(0, i - 40):i])
 
     def _step(self, upto: int, final: bool) -> None:
-        now = self.clock.now()
         gap, self._gap = self._gap, None
         if gap is not None:  # the utterance ended inside this step's audio: recognise up to there
             self._step_to(gap[0], upto, False, gap)
