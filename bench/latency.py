@@ -44,6 +44,12 @@ def ensure_devspeech() -> Path | None:
     return wav
 
 
+def zh_references() -> tuple[str, str]:
+    """zh_meeting's Chinese text and English translation, each joined over its sentences."""
+    ref = json.loads(ZH_REF.read_text(encoding="utf-8"))
+    return "".join(s["text"] for s in ref["segments"]), " ".join(s["en"] for s in ref["segments"])
+
+
 def run_relay(wav: Path, pair: str, extra: list[str], tree: Path = ROOT) -> dict:
     """One `relay run --json` of the code in ``tree``; its summary object."""
     cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *extra]
@@ -135,9 +141,7 @@ def main() -> None:
         ratios[pair] = r
 
     if args.only in (None, "zh"):
-        ref = json.loads(ZH_REF.read_text(encoding="utf-8"))
-        compare("cer", ZH_WAV, "zh-en", "zh", "whisper-base", "".join(s["text"] for s in ref["segments"]),
-                " ".join(s["en"] for s in ref["segments"]))
+        compare("cer", ZH_WAV, "zh-en", "zh", "whisper-base", *zh_references())
     if args.only in (None, "en"):
         wav = ensure_devspeech()
         if wav is not None:

@@ -13,7 +13,6 @@ setting is judged on several realisations instead of one. Settings run interleav
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import soundfile as sf
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import ZH_REF, ZH_WAV, run_relay, score  # noqa: E402
+from latency import ZH_WAV, run_relay, score, zh_references  # noqa: E402
 
 
 def main() -> None:
@@ -33,9 +32,7 @@ def main() -> None:
     ap.add_argument("settings", nargs="+", help='extra flags per setting, e.g. "" "--eager 4"')
     ap.add_argument("--phases", type=float, nargs="+", default=[0.0, 0.06, 0.12, 0.18])
     args = ap.parse_args()
-    ref = json.loads(ZH_REF.read_text(encoding="utf-8"))
-    ref_src = "".join(s["text"] for s in ref["segments"])
-    ref_tgt = " ".join(s["en"] for s in ref["segments"])
+    ref_src, ref_tgt = zh_references()
     audio, sr = sf.read(str(ZH_WAV), dtype="float32")
     results: dict[str, list[float]] = {s: [] for s in args.settings}
     with tempfile.TemporaryDirectory() as tmp:

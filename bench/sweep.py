@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from latency import ZH_REF, ZH_WAV, run_relay, score  # noqa: E402
+from latency import ZH_WAV, run_relay, score, zh_references  # noqa: E402
 
 
 def main() -> None:
@@ -34,9 +34,7 @@ def main() -> None:
                     help="another checkout to run every setting on as well (its code, this Python)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "sweep.json"))
     args = ap.parse_args()
-    ref = json.loads(ZH_REF.read_text(encoding="utf-8"))
-    ref_src = "".join(s["text"] for s in ref["segments"])
-    ref_tgt = " ".join(s["en"] for s in ref["segments"])
+    ref_src, ref_tgt = zh_references()
     trees = [ROOT] + [Path(t).resolve() for t in args.tree]
     combos = [(t, s) for t in trees for s in args.settings]
     results: dict[str, list[dict]] = {}
