@@ -87,7 +87,9 @@ def zh_tokens(text: str) -> list[str]:
         text = zhconv.convert(text, "zh-cn")
     except ImportError:
         pass
-    text = re.sub(r"\d+", lambda m: _int_to_cn(int(m.group())), text.replace("%", "百分之"))
+    # "12%" is read, and written in Chinese numerals, as 百分之十二: the mark goes in front
+    text = re.sub(r"(\d+)\s*[%％]", r"百分之\1", text)
+    text = re.sub(r"\d+", lambda m: _int_to_cn(int(m.group())), text)
     text = text.replace("两", "二")
     toks = []
     for piece in re.findall(r"[a-zA-Z]+|[\u3400-\u9fff]", text):
