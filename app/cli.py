@@ -47,7 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--srt", metavar="FILE", help="write subtitles as SRT")
     r.add_argument("--vtt", metavar="FILE", help="write subtitles as WebVTT")
     r.add_argument("--json", action="store_true", help="one JSON object per event, then a summary object")
-    r.add_argument("--beam", type=int, default=4, help="MT beam size (default 4)")
+    r.add_argument("--beam", type=int, default=None,
+                   help="MT beam size (default: 1 for the streamed pieces, 4 with --serial)")
     r.add_argument("--asr-step", type=float, default=None,
                    help="seconds of new audio per recognition step (default 0.25 for zh/ja, else 0.5)")
     r.add_argument("--commit-lookahead", type=float, default=None, metavar="S",

@@ -121,7 +121,7 @@ class Hello:
     options: dict
 
 
-_OPTION_TYPES = {"no_tts": bool, "beam": int, "asr_step": (int, float, type(None)),
+_OPTION_TYPES = {"no_tts": bool, "beam": (int, type(None)), "asr_step": (int, float, type(None)),
                  "commit_lookahead": (int, float, type(None)),
                  "first_commit_lookahead": (int, float, type(None)),
                  "asr_context": (int, float, type(None)), "preview": str,
@@ -148,7 +148,7 @@ def parse_hello(obj: dict) -> Hello:
     clean = {}
     for k, v in opts.items():
         t = _OPTION_TYPES.get(k)
-        if t is None or not isinstance(v, t) or (t is int and isinstance(v, bool)):
+        if t is None or not isinstance(v, t) or (isinstance(v, bool) and t is not bool):
             raise ProtocolError("malformed", f"option {k!r} is unknown or has the wrong type")
         clean[k] = v
     return Hello(pair, codec, start, clean)

@@ -120,7 +120,7 @@ class SessionController(QObject):
 
     @staticmethod
     def _key(plan, opts) -> tuple:
-        return (plan.pair, plan.asr_pack, plan.mt_pack, plan.tts_pack, opts.beam, opts.accel_request)
+        return (plan.pair, plan.asr_pack, plan.mt_pack, plan.tts_pack, opts.mt_beam, opts.accel_request)
 
     def stop(self) -> None:
         if self.state in ("loading", "running"):

@@ -150,3 +150,12 @@ def test_first_commit_margin_defaults_and_bounds():
     SessionOptions(pair="zh-en", first_commit_lookahead=0.5).validate()
     with pytest.raises(UserError, match="--asr-context"):
         SessionOptions(pair="zh-en", asr_context=-1).validate()
+
+
+def test_mt_beam_defaults_greedy_for_pieces_and_beam_search_for_whole_sentences():
+    from app.session import SessionOptions
+
+    assert SessionOptions(pair="zh-en").mt_beam == 1
+    assert SessionOptions(pair="zh-en", serial=True).mt_beam == 4
+    assert SessionOptions(pair="zh-en", beam=3).mt_beam == 3
+    assert SessionOptions(pair="zh-en", beam=2, serial=True).mt_beam == 2
