@@ -178,7 +178,7 @@ class WhisperCT2:
         align = self._model.find_alignment(self.tokenizer, [text_tokens], enc, n_content)[0]
         self.last_timings = {"encode_ms": (t1 - t0) * 1e3, "decode_ms": (t2 - t1) * 1e3,
                              "align_ms": (time.perf_counter() - t2) * 1e3, "frames": n_input,
-                             "new_tokens": len(text_tokens) - len(prefix_toks)}
+                             "new_tokens": len(text_tokens) - len(prefix_toks), "prefix_tokens": len(prefix_toks)}
         audio_s = n_content / FRAMES_PER_SECOND
         words = [
             Word(w["word"], float(w["start"]), min(float(w["end"]), audio_s), float(w["probability"]))
