@@ -302,6 +302,7 @@ class ASRStage(Stage):
         self._speech_start = 0  # where the current utterance's speech began (sample index)
         self._context_start: int | None = None  # where the next utterance's window will begin
         self._had_speech_since_commit = False
+        self._utterance_ends: tuple[float, ...] = ()  # end times of utterances' last committed words
         self.sep = "" if getattr(asr, "output_language", asr.language) in ("zh", "ja") else " "
         self._processed = 0  # samples taken by completed steps
         self._sent_seq = -1  # the last segment handed to MT (a replayed step does not resend it)
@@ -401,7 +402,7 @@ class ASRStage(Stage):
 
     # -- restart state -----------------------------------------------------------------------
     _STATE = ("window_start", "_vad_pos", "_last_speech_end", "_had_speech_since_commit", "_processed", "_gap",
-              "_context_start", "_speech_start")
+              "_context_start", "_speech_start", "_utterance_ends")
 
     def _snapshot(self) -> dict:
         """The committed point before a step: the step can be replayed from here."""
@@ -432,8 +433,17 @@ class ASRStage(Stage):
         return self.policy.committed[self._split_at_window():]
 
     def _prompt(self) -> str:
+        """The committed text before the window. In unspaced scripts an utterance that ended
+        without a sentence mark gets one here: prompted with unpunctuated text, Whisper stops
+        writing punctuation altogether, and sentence marks are where pieces end soonest."""
         i = self._split_at_window()
-        return join_words(self.policy.committed[max(0, i - 40):i])
+        words = self.policy.committed[max(0, i - 40):i]
+        if not self.sep and self._utterance_ends:
+            ends = set(self._utterance_ends)
+            words = [Word(w.text + "。", w.start, w.end, w.probability)
+                     if w.end in ends and w.text.strip()[-1:] not in SENTENCE_END | CLAUSE_END else w
+                     for w in words]
+        return join_words(words)
 
     def _step(self, upto: int, final: bool) -> None:
         gap, self._gap = self._gap, None
@@ -501,6 +511,8 @@ class ASRStage(Stage):
             for seg in self.segmenter.feed([], True):
                 self._send(seg)
         if pause_after:
+            if self.policy.committed:
+                self._utterance_ends = (self._utterance_ends + (self.policy.committed[-1].end,))[-64:]
             self._had_speech_since_commit = gap is not None  # the next utterance has begun
             cut = max(self.policy.last_committed_end * SR, speech_end)
             if gap is not None:  # as after a pause seen step by step: 0.3 s of it before the speech

@@ -190,3 +190,28 @@ def test_no_decode_before_an_utterances_first_words_could_commit(first):
     assert not early
     assert any(4.0 < w[1] < 4.5 for w in asr.windows) == (first == 0.0)  # the rule, not a lack of steps
     assert len(pipe.record.segments) >= 2
+
+
+class _ChinesePromptLog(FakeASR):
+    language = output_language = "zh"  # an unspaced script
+
+    def __init__(self):
+        super().__init__()
+        self.prompts = []
+
+    def transcribe_window(self, audio, window_start_sample, prompt, prefix):
+        self.prompts.append((window_start_sample / 16000, prompt))
+        return super().transcribe_window(audio, window_start_sample, prompt, prefix)
+
+
+def test_an_utterance_ended_by_a_pause_is_closed_with_a_sentence_mark_in_the_prompt():
+    asr = _ChinesePromptLog()
+    c = cfg(step_s=0.5)
+    c.segmenter = SegmenterConfig(lang="zh", eager_units=0)
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), c)
+    feed(pipe, speech(3.0, 1.0, repeats=2))  # w0-w5 (w3 ends with "."), a pause, w8-w13
+    later = [p for start, p in asr.prompts if start >= 3.0 and "w5z" in p]
+    assert later and all("w5z。" in p for p in later)
+    assert all("w3z.。" not in p and "w2z。" not in p for _, p in asr.prompts)  # only where a pause ended it
+    words = "".join(s["source"] for s in pipe.record.segments)
+    assert "。" not in words  # the mark is the prompt's; the committed text is as recognised
