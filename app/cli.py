@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default 0.25 for zh/ja, else 0)")
     r.add_argument("--first-commit-lookahead", type=float, default=None, metavar="S",
                    help="the same for the first words of each utterance, where short windows guess "
-                        "worst (default 0.5 for zh/ja, else 0)")
+                        "worst (default 0.75 for zh/ja, else 0)")
     r.add_argument("--asr-context", type=float, default=None, metavar="S",
                    help="decode an utterance's start after the last S seconds of the previous one, "
                         "their words forced as the prefix (default 0; 1.5 helps Chinese sentence starts on a "

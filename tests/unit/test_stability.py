@@ -143,7 +143,7 @@ def test_first_commit_margin_defaults_and_bounds():
     from app.errors import UserError
     from app.session import SessionOptions, asr_defaults
 
-    assert asr_defaults("zh") == (0.25, 0.25, 0.5, 0.0)
+    assert asr_defaults("zh") == (0.25, 0.25, 0.75, 0.0)
     assert asr_defaults("en") == (0.5, 0.0, 0.0, 0.0)
     with pytest.raises(UserError, match="--first-commit-lookahead"):
         SessionOptions(pair="zh-en", first_commit_lookahead=5).validate()
