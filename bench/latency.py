@@ -143,7 +143,8 @@ def main() -> None:
     conditions = {
         "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"),
-        "compute": "int8 CPU; ASR threads = cores, MT 1, TTS 1; MT beam 1 streaming, 4 serial; real-time feed in 20 ms blocks",
+        "compute": "int8 CPU; ASR threads = cores, MT 1, TTS 1; MT beam 1 streaming, 4 serial; "
+                   "real-time feed in 20 ms blocks",
     }
     def compare(key: str, wav: Path, pair: str, lang: str, pack: str, ref_src: str, ref_tgt: str | None):
         """Pipeline and serial on the same audio, plus the same model offline, as two rows."""
