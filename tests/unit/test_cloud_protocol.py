@@ -114,3 +114,11 @@ def test_token_bucket_limits_the_rate():
     b = P.TokenBucket(10, 5, now=0.0)
     assert sum(b.take(0.0) for _ in range(20)) == 5
     assert b.take(0.1) and not b.take(0.1)
+
+
+def test_a_bool_is_not_a_number_in_hello_options():
+    ok = P.parse_hello({"type": "hello", "v": 1, "pair": "zh-en", "options": {"beam": None, "eager": None}})
+    assert ok.options == {"beam": None, "eager": None}  # null: the language's default
+    for opt in ({"beam": True}, {"eager": False}, {"asr_step": True}):
+        with pytest.raises(P.ProtocolError):
+            P.parse_hello({"type": "hello", "v": 1, "pair": "zh-en", "options": opt})
