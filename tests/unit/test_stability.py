@@ -83,6 +83,24 @@ def test_drop_echo_removes_a_reread_clause_just_after_the_commit():
     assert [w.text for w in drop_echo(hyp, committed)] == ["我"]
 
 
+def test_drop_echo_removes_a_squeezed_reread_that_corrects_a_character():
+    # seen in the local fallback of tests/integration/test_cloud_faults.py: the clause committed
+    # with 三 for 上, then re-read, corrected, in 0.38 s of audio and shown twice
+    committed = [Word("三个月的", 8.99, 9.8), Word("营收", 9.8, 10.53), Word("是", 10.51, 10.8),
+                 Word("两千", 10.8, 11.3), Word("三百万元。", 11.3, 12.25)]
+    hyp = [Word("上个月的", 12.25, 12.25), Word("营收", 12.25, 12.3), Word("是两千", 12.3, 12.4),
+           Word("三百万元。", 12.4, 12.63), Word("同比", 12.9, 13.3), Word("增长了", 13.3, 13.83)]
+    assert [w.text for w in drop_echo(hyp, committed)] == ["同比", "增长了"]
+    # the same words at a speaking pace are speech said again: kept
+    spoken = [Word("上个月的", 12.3, 13.0), Word("营收", 13.0, 13.4), Word("是两千", 13.4, 14.0),
+              Word("三百万元。", 14.0, 14.9)]
+    assert drop_echo(spoken, committed) == spoken
+    # squeezed, but a different clause (more than one character in six differs): kept
+    other = [Word("下个季度的", 12.25, 12.3), Word("营收是两千", 12.3, 12.4),
+             Word("三百万元。", 12.4, 12.6)]
+    assert drop_echo(other, committed) == other
+
+
 def test_drop_echo_keeps_real_repetition_and_new_speech():
     committed = [Word(" very", 1.0, 1.3)]
     hyp = [Word(" very", 1.35, 1.6), Word(" good", 1.6, 1.9)]
