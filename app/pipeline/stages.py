@@ -150,7 +150,10 @@ class Stage:
         self.restarts = 0
         self.generation = 0  # bumped when the current worker is abandoned
         self.in_flight = None  # the unit of work a replaced worker had taken (see retake)
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # the newest worker
+        self._workers: list[threading.Thread] = []  # workers join() waits for
+        self._abandoned: set[threading.Thread] = set()  # leave _workers with the next spawn/detach
+        self._threads_lock = threading.Lock()
         self._worker = threading.local()
         self._watch_lock = threading.Lock()
         self._call_since: float | None = None  # monotonic start of the model call in progress
@@ -161,9 +164,22 @@ class Stage:
         self.spawn()
 
     def spawn(self) -> None:
+        """Start a worker. It is listed before it starts: a failing worker spawns its successor,
+        which can fail and spawn a third before the first call returns (seen in 1 of 100 runs
+        of a stage that fails at once), and ``join`` must find every one of them. The worker
+        it replaces, if abandoned, leaves the list in the same step: the session does not wait
+        for a stalled call."""
         t = threading.Thread(target=self.run, name=self.name, daemon=True)
-        t.start()  # before it is published, so that join() never meets an unstarted thread
-        self._thread = t
+        with self._threads_lock:
+            self._workers = [w for w in self._workers if _not_ended(w) and w not in self._abandoned] + [t]
+            self._abandoned.clear()
+            self._thread = t
+        try:
+            t.start()
+        except BaseException:
+            with self._threads_lock:
+                self._workers.remove(t)
+            raise
 
     def run(self) -> None:
         gen = self.generation
@@ -185,20 +201,27 @@ class Stage:
             log.debug("stage %s failure", self.name, exc_info=e)
             self.bus.fail(self.name, e)
 
+    def _running(self) -> list[threading.Thread]:
+        me = threading.current_thread()
+        with self._threads_lock:
+            return [t for t in self._workers if t is not me and _not_ended(t)]
+
     def join(self, timeout: float | None = None) -> None:
-        """Wait for the stage's worker, following replacements, up to ``timeout`` in all."""
+        """Wait for the stage's workers, replacements included, up to ``timeout`` in all. A
+        worker is listed before it starts, so while any listed worker runs, whatever it
+        spawns is listed too."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            t = self._thread
-            if t is None or t is threading.current_thread():
-                return
-            t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-            if self._thread is t or (deadline is not None and time.monotonic() >= deadline):
+        while running := self._running():
+            t = running[0]
+            if t.ident is None:  # being started by another thread
+                time.sleep(0.001)
+            else:  # in short waits: the worker may be abandoned (stalled) meanwhile
+                t.join(0.05 if deadline is None else min(0.05, max(0.0, deadline - time.monotonic())))
+            if deadline is not None and time.monotonic() >= deadline:
                 return
 
     def is_alive(self) -> bool:
-        t = self._thread
-        return t is not None and t.is_alive()
+        return bool(self._running())
 
     # -- supervision hooks -------------------------------------------------------------------
     def watched_call(self, fn, args, kwargs):
@@ -240,12 +263,18 @@ class Stage:
             self.generation += 1
             self._call_since = None
             holds = list(self._holds)
+        with self._threads_lock:
+            if self._thread is not None:
+                self._abandoned.add(self._thread)
         for h in holds:
             h.release()
 
     def detach_worker(self) -> None:
         """No worker will follow the abandoned one (the session is failing): stop waiting for it."""
-        self._thread = None
+        with self._threads_lock:
+            self._workers = [t for t in self._workers if t not in self._abandoned]
+            self._abandoned.clear()
+            self._thread = None
 
     def retake(self):
         """The unit of work a replaced worker had taken, once; None otherwise."""
@@ -572,6 +601,11 @@ class ASRStage(Stage):
         self.bus.publish(seg)
         self.seg_out.put(seg)
         self.metric("mt_queue_depth", len(self.seg_out))
+
+
+def _not_ended(t: threading.Thread) -> bool:
+    """Listed but not started yet, or running."""
+    return t.ident is None or t.is_alive()
 
 
 def _copy_state(obj) -> dict:
