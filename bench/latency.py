@@ -140,11 +140,13 @@ def main() -> None:
                     help="pipeline and serial runs, interleaved; the table shows each figure's median")
     args = ap.parse_args()
     rows, ratios, per_run = [], {}, []
+    extra = args.extra.split()
+    beam = extra[extra.index("--beam") + 1] if "--beam" in extra[:-1] else "1"  # --extra goes to the pipeline
     conditions = {
         "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
         "python": platform.python_version(), "date": time.strftime("%Y-%m-%d"),
-        "compute": "int8 CPU; ASR threads = cores, MT 1, TTS 1; MT beam 1 streaming, 4 serial; "
-                   "real-time feed in 20 ms blocks",
+        "compute": f"int8 CPU; ASR threads = cores, MT 1, TTS 1; MT beam {beam} streaming, 4 serial; "
+                   "real-time feed in 20 ms blocks" + (f"; pipeline flags: {args.extra}" if extra else ""),
     }
     def compare(key: str, wav: Path, pair: str, lang: str, pack: str, ref_src: str, ref_tgt: str | None):
         """Pipeline and serial on the same audio, plus the same model offline, as two rows."""

@@ -90,6 +90,8 @@ def raw_session(server, pair="zh-en"):
 
     ws = connect(server.url, ssl=client_ctx(server.cert), additional_headers={"Authorization": f"Bearer {TOKEN}"},
                  subprotocols=[P.SUBPROTOCOL], compression=None, open_timeout=10, max_size=None)
+    # entered as a context (websockets 17.1+ warns about a bare connect()); the caller closes it
+    ws = ws.__enter__()
     ws.send(P.encode_json({"type": "hello", "v": 1, "pair": pair, "options": {"no_tts": True}}))
     while True:
         m = json.loads(ws.recv(timeout=30))
