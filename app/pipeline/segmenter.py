@@ -21,6 +21,17 @@ class SegmenterConfig:
     eager_units: int = 5  # at a stable point (end of a commit) this many units make a segment
 
 
+ZH_NUMERALS = set("零〇一二两三四五六七八九十百千万亿")
+
+
+def dangling_number(words: list[Word]) -> bool:
+    """The pending text ends in a number that may go on: digits ("23" of "2300万"), or a word
+    of Chinese numerals ("六十五" of "六十五万元": cut there, it was translated "$65", then
+    "million.")."""
+    last = words[-1].text.strip() if words else ""
+    return bool(last) and (last[-1].isdigit() or all(c in ZH_NUMERALS for c in last))
+
+
 def units(text: str, lang: str) -> int:
     if lang in ("zh", "ja"):
         return sum(1 for c in text if not c.isspace() and c not in SENTENCE_END | CLAUSE_END)
@@ -50,7 +61,7 @@ class Segmenter:
         n = units(join_words(words, self.cfg.lang), self.cfg.lang)
         if last and last[-1] in SENTENCE_END:
             return 1.0
-        if last and last[-1].isdigit():
+        if dangling_number(words):
             return 0.0
         if last and last[-1] in CLAUSE_END:
             return min(1.0, 0.5 + 0.5 * n / max(1, self.cfg.min_clause_units))
@@ -95,7 +106,7 @@ class Segmenter:
                 continue
             n = units(join_words(self._pending, self.cfg.lang), self.cfg.lang)
             dur = self._pending[-1].end - self._pending[0].start
-            if (n >= self.cfg.max_units or dur >= self.cfg.max_duration_s) and not (t and t[-1].isdigit()):
+            if (n >= self.cfg.max_units or dur >= self.cfg.max_duration_s) and not dangling_number(self._pending):
                 out.append(self._emit("max_length", False))
         if (self._pending and not pause_after and self.cfg.eager_units
                 and self.completeness(self._pending, stable_point=True) >= self.cfg.completeness_threshold):
@@ -104,7 +115,8 @@ class Segmenter:
             hold = self._hold_back(lookahead)
             if hold:
                 self._pending = self._pending[: len(self._pending) - len(hold)]
-            if units(join_words(self._pending, self.cfg.lang), self.cfg.lang) >= max(1, self.cfg.eager_units - 1):
+            if (units(join_words(self._pending, self.cfg.lang), self.cfg.lang) >= max(1, self.cfg.eager_units - 1)
+                    and not dangling_number(self._pending)):  # what is held back may end a number
                 out.append(self._emit("completeness", False))
                 self._pending = hold
             else:

@@ -62,6 +62,27 @@ def test_cjk_eager_segment_does_not_cut_inside_a_word():
     assert out[-1].text.startswith("讨论")
 
 
+def test_cjk_piece_never_ends_inside_a_number():
+    # seen in the demo: 降到六十五 | 万元。 became "to $65" + "million." (it is 650,000 yuan)
+    def boundaries(text):  # 降|到|六十五|万元|。 as jieba gives them
+        ends, pos = [], 0
+        for w in ("降", "到", "六十五", "万元", "。"):
+            if text[pos:pos + len(w)] == w:
+                pos += len(w)
+                ends.append(pos)
+        return ends + [len(text)]
+
+    s = Segmenter(SegmenterConfig(lang="zh", eager_units=6), lambda: 0.0, boundaries)
+    # six units at a stable point, but 万 is held back (万元 goes on) and 六十五 is left dangling
+    assert s.feed(words("降", "到", "六十五", "万"), lookahead="元。") == []
+    out = s.feed(words("元。"))
+    assert [o.text for o in out] == ["降到六十五万元。"]
+    # the max-length cut waits for the number's end too
+    s = seg(lang="zh", eager_units=0, max_units=4)
+    assert s.feed(words("预算", "两千")) == []
+    assert [o.reason for o in s.feed(words("万元"))] == ["max_length"]
+
+
 def test_flush_and_mean_duration():
     s = seg(eager_units=0)
     s.feed(words(" a", " b"))
