@@ -263,8 +263,9 @@ class Stage:
             self.generation += 1
             self._call_since = None
             holds = list(self._holds)
-        with self._threads_lock:
-            if self._thread is not None:
+        with self._threads_lock:  # a stalled worker, left behind by the watchdog; a failing
+            # worker abandons itself and stays listed until it has published its restart
+            if self._thread is not None and self._thread is not threading.current_thread():
                 self._abandoned.add(self._thread)
         for h in holds:
             h.release()

@@ -6,6 +6,19 @@ def words(*texts, step=0.4):
     return [Word(t, i * step, i * step + step) for i, t in enumerate(texts)]
 
 
+def word_ends(*vocab):
+    """A stand-in for a Chinese word segmenter: the text's word ends, reading ``vocab``'s words
+    in order from its start."""
+    def boundaries(text):
+        ends, pos = [], 0
+        for w in vocab:
+            if text[pos:pos + len(w)] == w:
+                pos += len(w)
+                ends.append(pos)
+        return ends + [len(text)]
+    return boundaries
+
+
 def seg(lang="en", **kw):
     return Segmenter(SegmenterConfig(lang=lang, **kw), lambda: 0.0)
 
@@ -47,14 +60,7 @@ def test_eager_segment_at_a_stable_point():
 
 def test_cjk_eager_segment_does_not_cut_inside_a_word():
     # word boundaries as a Chinese segmenter would give them: 今天|主要|讨论
-    def boundaries(text):
-        ends, pos = [], 0
-        for w in ("今天", "主要", "讨论", "第三", "季度"):
-            if text[pos:pos + len(w)] == w:
-                pos += len(w)
-                ends.append(pos)
-        return ends + [len(text)]
-
+    boundaries = word_ends("今天", "主要", "讨论", "第三", "季度")
     s = Segmenter(SegmenterConfig(lang="zh", eager_units=4), lambda: 0.0, boundaries)
     out = s.feed(words("今天", "主要", "讨"), lookahead="论第三")
     assert out and out[0].text == "今天主要"
@@ -64,14 +70,7 @@ def test_cjk_eager_segment_does_not_cut_inside_a_word():
 
 def test_cjk_piece_never_ends_inside_a_number():
     # seen in the demo: 降到六十五 | 万元。 became "to $65" + "million." (it is 650,000 yuan)
-    def boundaries(text):  # 降|到|六十五|万元|。 as jieba gives them
-        ends, pos = [], 0
-        for w in ("降", "到", "六十五", "万元", "。"):
-            if text[pos:pos + len(w)] == w:
-                pos += len(w)
-                ends.append(pos)
-        return ends + [len(text)]
-
+    boundaries = word_ends("降", "到", "六十五", "万元", "。")  # as jieba gives them
     s = Segmenter(SegmenterConfig(lang="zh", eager_units=6), lambda: 0.0, boundaries)
     # six units at a stable point, but 万 is held back (万元 goes on) and 六十五 is left dangling
     assert s.feed(words("降", "到", "六十五", "万"), lookahead="元。") == []
