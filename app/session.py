@@ -239,8 +239,9 @@ def asr_defaults(lang: str) -> tuple[float, float, float, float]:
     interleaved runs: rtf 0.621 vs 0.672 with 0.75 s against 0.5 s, lower in each pair, at the same
     CER and subtitle p50, because an utterance is not decoded before it has that much speech);
     other languages keep 0.5 s steps without a margin (en WER 8.4 % with the short steps vs
-    6.7 %). No context by default: 1.5 s of it lowered the zh CER in --fast runs (bench/phase_cer.py: mean 5.48 vs 8.21 %) but not in
-    real-time ones (5.36-6.43 vs 5.71 %), and it costs ~0.1 rtf (docs/BENCHMARKS.md)."""
+    6.7 %). No context by default: 1.5 s of it lowered the zh CER in --fast runs
+    (bench/phase_cer.py: mean 5.48 vs 8.21 %) but not in real-time ones (5.36-6.43 vs 5.71 %),
+    and it costs ~0.1 rtf (docs/BENCHMARKS.md)."""
     return (0.25, 0.25, 0.75, 0.0) if lang in ("zh", "ja") else (0.5, 0.0, 0.0, 0.0)
 
 

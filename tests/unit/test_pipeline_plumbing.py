@@ -88,39 +88,34 @@ def test_window_is_trimmed_at_committed_sentence_ends():
     assert max(asr.window_lengths) < 8.0
 
 
-def test_stage_failure_stops_cleanly_with_an_error():
+def _fail_mt_at_once():
+    """A session whose MT fails on every call: finish() must raise after the restarts."""
+    from app.pipeline.engine import PipelineError
+
     class Broken(FakeMT):
         def translate(self, *a, **k):
             raise RuntimeError("boom")
 
     pipe = StreamingPipeline(FakeASR(), Broken(), None, FakeVAD(), cfg())
-    from app.pipeline.engine import PipelineError
     pipe.start()
     audio = speech(3.0, 1.0)
     for off in range(0, len(audio), 1600):
         pipe.push_audio(audio[off:off + 1600])
     with pytest.raises(PipelineError, match="mt stage failed: boom"):
         pipe.finish(timeout=20)
+    return pipe
+
+
+def test_stage_failure_stops_cleanly_with_an_error():
+    _fail_mt_at_once()
 
 
 def test_finish_waits_for_every_restart_of_a_stage_that_fails_at_once():
     # A failing worker spawns its successor, which can fail and spawn the next before the first
     # one has published it: finish() used to return before the last failure (about 1 run in
-    # 100, and once in CI). 500 runs of the scenario above: the old code failed 5 times in 5.
-    from app.pipeline.engine import PipelineError
-
-    class Broken(FakeMT):
-        def translate(self, *a, **k):
-            raise RuntimeError("boom")
-
-    audio = speech(3.0, 1.0)
+    # 100, and once in CI). 500 runs of the scenario above: the old code failed 7 tries in 8.
     for _ in range(500):
-        pipe = StreamingPipeline(FakeASR(), Broken(), None, FakeVAD(), cfg())
-        pipe.start()
-        for off in range(0, len(audio), 1600):
-            pipe.push_audio(audio[off:off + 1600])
-        with pytest.raises(PipelineError, match="mt stage failed: boom"):
-            pipe.finish(timeout=20)
+        pipe = _fail_mt_at_once()
         assert pipe.mt_stage.restarts == 3 and not pipe.mt_stage.is_alive()
 
 
