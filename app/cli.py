@@ -57,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--first-commit-lookahead", type=float, default=None, metavar="S",
                    help="the same for the first words of each utterance, where short windows guess "
                         "worst (default 0.75 for zh/ja, else 0)")
+    r.add_argument("--confident-commit", type=float, default=None, metavar="P",
+                   help="a word the recogniser gives probability P or more commits on one hypothesis, "
+                        "not two (0: off; default 0.5 for zh/ja, else off)")
+    r.add_argument("--confident-lookahead", type=float, default=None, metavar="S",
+                   help="the audio that one hypothesis must have heard after such a word (default 0.15)")
     r.add_argument("--asr-context", type=float, default=None, metavar="S",
                    help="decode an utterance's start after the last S seconds of the previous one, "
                         "their words forced as the prefix (default 0; 1.5 helps Chinese sentence starts on a "
@@ -332,6 +337,7 @@ def options_from_args(args):
     return SessionOptions(pair=args.pair, no_tts=args.no_tts, serial=args.serial, realtime=args.realtime,
                           beam=args.beam, asr_step=args.asr_step, commit_lookahead=args.commit_lookahead,
                           first_commit_lookahead=args.first_commit_lookahead, asr_context=args.asr_context,
+                          confident_commit=args.confident_commit, confident_lookahead=args.confident_lookahead,
                           asr_model=args.asr_model,
                           preview=args.preview, eager=args.eager, threads=args.threads, accel=args.accel,
                           speculative=getattr(args, "speculative", "auto"), policy=getattr(args, "policy", "on"))

@@ -35,6 +35,8 @@ class SessionOptions:
     commit_lookahead: float | None = None  # audio heard after a word before it may commit
     first_commit_lookahead: float | None = None  # the same for an utterance's first commit
     asr_context: float | None = None  # seconds of the last utterance heard again before the next
+    confident_commit: float | None = None  # probability for a one-hypothesis commit (0: off)
+    confident_lookahead: float | None = None  # the audio that hypothesis must have heard after the word
     asr_model: str | None = None
     preview: str = "auto"  # auto | on | off
     eager: int | None = None
@@ -51,9 +53,12 @@ class SessionOptions:
             raise UserError("--asr-step must be between 0.2 and 10 seconds")
         for flag, value in (("--commit-lookahead", self.commit_lookahead),
                             ("--first-commit-lookahead", self.first_commit_lookahead),
-                            ("--asr-context", self.asr_context)):
+                            ("--asr-context", self.asr_context),
+                            ("--confident-lookahead", self.confident_lookahead)):
             if value is not None and not 0 <= value <= 3:
                 raise UserError(f"{flag} must be between 0 and 3 seconds")
+        if self.confident_commit is not None and not 0 <= self.confident_commit <= 1:
+            raise UserError("--confident-commit must be a probability between 0 (off) and 1")
         if self.preview not in ("auto", "on", "off"):
             raise UserError("--preview must be auto, on or off")
         if not 0 <= self.threads <= 256:
@@ -245,6 +250,12 @@ def asr_defaults(lang: str) -> tuple[float, float, float, float]:
     return (0.25, 0.25, 0.75, 0.0) if lang in ("zh", "ja") else (0.5, 0.0, 0.0, 0.0)
 
 
+def confident_defaults(lang: str) -> tuple[float, float]:
+    """The probability at which a word commits on one hypothesis, and the audio that hypothesis
+    must have heard after it (see LocalAgreement._confident). Chinese/Japanese only for now."""
+    return (0.5, 0.15) if lang in ("zh", "ja") else (0.0, 0.15)
+
+
 def pipeline_config(models: LoadedModels, opts: SessionOptions):
     from app.pipeline.engine import PipelineConfig
     from app.pipeline.stages import ASRConfig, MTConfig
@@ -255,9 +266,13 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions):
     lookahead = lookahead if opts.commit_lookahead is None else opts.commit_lookahead
     first = first if opts.first_commit_lookahead is None else opts.first_commit_lookahead
     context = context if opts.asr_context is None else opts.asr_context
+    confident, confident_s = confident_defaults(models.out_lang)
+    confident = confident if opts.confident_commit is None else opts.confident_commit
+    confident_s = confident_s if opts.confident_lookahead is None else opts.confident_lookahead
     return PipelineConfig(
         asr=ASRConfig(step_s=step, catch_up=opts.realtime, commit_lookahead_s=lookahead,
-                      first_commit_lookahead_s=first, context_s=context),
+                      first_commit_lookahead_s=first, context_s=context, confident_prob=confident,
+                      confident_lookahead_s=confident_s),
         mt=MTConfig(beam_size=opts.mt_beam,
                     previews=opts.preview == "on" or (opts.preview == "auto" and cores >= 4)),
         segmenter=segmenter_config(models.out_lang, opts.eager),

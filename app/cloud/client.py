@@ -328,6 +328,7 @@ class CloudClient:
         options = {"no_tts": o.no_tts, "beam": o.beam, "asr_step": o.asr_step,
                    "commit_lookahead": o.commit_lookahead,
                    "first_commit_lookahead": o.first_commit_lookahead, "asr_context": o.asr_context,
+                   "confident_commit": o.confident_commit, "confident_lookahead": o.confident_lookahead,
                    "preview": o.preview,
                    "eager": o.eager, "speculative": o.speculative, "policy": o.policy, "realtime": o.realtime}
         await ws.send(P.encode_json({"type": "hello", "v": P.VERSION, "pair": o.pair,

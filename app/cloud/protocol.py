@@ -124,7 +124,8 @@ class Hello:
 _OPTION_TYPES = {"no_tts": bool, "beam": (int, type(None)), "asr_step": (int, float, type(None)),
                  "commit_lookahead": (int, float, type(None)),
                  "first_commit_lookahead": (int, float, type(None)),
-                 "asr_context": (int, float, type(None)), "preview": str,
+                 "asr_context": (int, float, type(None)), "confident_commit": (int, float, type(None)),
+                 "confident_lookahead": (int, float, type(None)), "preview": str,
                  "eager": (int, type(None)), "speculative": str, "policy": str, "realtime": bool}
 
 

@@ -244,6 +244,7 @@ class StreamingPipeline(_Session):
         for s in self.stages:
             out[s.name] = {"busy_s": round(s.busy_s, 3), "restarts": s.restarts}
         out["asr"].update(steps=self.asr_stage.steps, overruns=self.asr_stage.cursor.overruns,
+                          confident_commits=self.asr_stage.policy.confident_commits,
                           yielded_to_mt=self.gate.waits if self.gate else 0)
         out["mt"].update(translations=self.mt_stage.translations,
                          previews_coalesced=self.preview.coalesced if self.preview else 0)

@@ -37,9 +37,13 @@ class LocalAgreement:
     across tokens, of which the hypothesis has only the first yet (it was committed as "比预期�"
     and the rest of the clause lost)."""
 
-    def __init__(self, min_lookahead_s: float = 0.0, first_lookahead_s: float = 0.0):
+    def __init__(self, min_lookahead_s: float = 0.0, first_lookahead_s: float = 0.0,
+                 confident_prob: float = 0.0, confident_lookahead_s: float = 0.0):
         self.min_lookahead_s = min_lookahead_s
         self.first_lookahead_s = first_lookahead_s
+        self.confident_prob = confident_prob
+        self.confident_lookahead_s = confident_lookahead_s
+        self.confident_commits = 0  # words committed on one hypothesis (see _confident)
         self._utterance_commits = 0  # words committed since the last flush
         self.committed: list[Word] = []
         self._prev: list[Word] = []
@@ -79,12 +83,29 @@ class LocalAgreement:
         if audio_end is not None and margin > 0:
             while n and hyp[n - 1].end > audio_end - margin:
                 n -= 1
+        n = self._confident(hyp, n, audio_end)
         self._utterance_commits += n
         commit, commit_seen = hyp[:n], seen[:n]
         self.committed += commit
         self._prev, self._prev_seen = hyp[n:], seen[n:]
         self.tentative, self.tentative_seen = list(self._prev), list(self._prev_seen)
         return commit, commit_seen
+
+    def _confident(self, hyp: list[Word], n: int, audio_end: float | None) -> int:
+        """Extend the agreed prefix ``hyp[:n]`` with words the recogniser is sure of in this one
+        hypothesis: probability at least ``confident_prob``, ending ``confident_lookahead_s``
+        before the audio does, and followed by another word (so any punctuation after it has
+        been decided with what follows in view). Not for an utterance's first words, which
+        keep agreement and their wider margin: that is where Whisper base guesses worst."""
+        if not self.confident_prob or audio_end is None or self._utterance_commits + n == 0:
+            return n
+        k = n
+        limit = audio_end - self.confident_lookahead_s
+        while (k < len(hyp) - 1 and hyp[k].probability >= self.confident_prob and hyp[k].end <= limit
+               and PARTIAL_CHAR not in hyp[k].text):
+            k += 1
+        self.confident_commits += k - n
+        return k
 
     def flush(self) -> tuple[list[Word], list[float]]:
         """Commit whatever is tentative (end of an utterance or of the stream)."""

@@ -305,6 +305,8 @@ class ASRConfig:
     catch_up: bool = True  # real time: each step takes everything that arrived
     commit_lookahead_s: float = 0.0  # audio a confirming hypothesis must have heard after a word
     first_commit_lookahead_s: float = 0.0  # the same for an utterance's first commit
+    confident_prob: float = 0.0  # a word this sure commits on one hypothesis (0: always wait for two)
+    confident_lookahead_s: float = 0.0  # the audio that one hypothesis must have heard after it
     context_s: float = 0.0  # audio of the previous utterance put back in front of the next one
 
 
@@ -319,7 +321,8 @@ class ASRStage(Stage):
         self.accel = accel
         self.ring, self.asr, self.vad, self.segmenter = ring, asr, vad, segmenter
         self.seg_out, self.preview_out, self.cfg = seg_out, preview_out, cfg
-        self.policy = LocalAgreement(cfg.commit_lookahead_s, cfg.first_commit_lookahead_s)
+        self.policy = LocalAgreement(cfg.commit_lookahead_s, cfg.first_commit_lookahead_s,
+                                     cfg.confident_prob, cfg.confident_lookahead_s)
         self.cursor = ReaderCursor()
         self.window_start = 0
         self.step_s = cfg.step_s

@@ -177,3 +177,49 @@ def test_mt_beam_defaults_greedy_for_pieces_and_beam_search_for_whole_sentences(
     assert SessionOptions(pair="zh-en", serial=True).mt_beam == 4
     assert SessionOptions(pair="zh-en", beam=3).mt_beam == 3
     assert SessionOptions(pair="zh-en", beam=2, serial=True).mt_beam == 2
+
+
+def P(text, t, p):
+    return Word(text, t, t + 0.3, p)
+
+
+def test_a_confident_word_commits_on_one_hypothesis():
+    la = LocalAgreement(min_lookahead_s=0.25, confident_prob=0.5, confident_lookahead_s=0.15)
+    la.insert([P("我们", 0, 0.9), P("今天", 0.3, 0.9)], 1.0, audio_end=0.9)
+    c, _ = la.insert([P("我们", 0, 0.9), P("今天", 0.3, 0.9)], 2.0, audio_end=1.2)
+    assert [w.text for w in c] == ["我们", "今天"]  # agreed: plain LocalAgreement
+    # new words, seen once: the sure ones that end 0.15 s before the audio and have a word
+    # after them commit now; the unsure one, and all after it, wait for a second hypothesis
+    hyp = [P("讨论", 0.6, 0.95), P("预算", 0.9, 0.8), P("问题", 1.2, 0.3), P("吧", 1.5, 0.99), P("好", 1.8, 0.9)]
+    c, _ = la.insert(hyp, 3.0, audio_end=2.2)
+    assert [w.text for w in c] == ["讨论", "预算"]
+    assert la.confident_commits == 2
+    # the last word of a hypothesis never commits alone, however sure (its punctuation is open)
+    c, _ = la.insert([P("问题", 1.2, 0.9), P("吧。", 1.5, 0.99)], 4.0, audio_end=3.0)
+    assert [w.text for w in c] == ["问题"]  # agreed with the hypothesis before
+    assert [w.text for w in la.tentative] == ["吧。"] and la.confident_commits == 2
+
+
+def test_confident_commits_wait_for_the_margin_and_skip_an_utterances_first_words():
+    la = LocalAgreement(min_lookahead_s=0.25, first_lookahead_s=0.75, confident_prob=0.5,
+                        confident_lookahead_s=0.15)
+    # an utterance's first words: agreement and the wide margin, however sure the recogniser is
+    c, _ = la.insert([P("三个", 0, 0.99), P("月", 0.3, 0.99), P("的", 0.6, 0.99)], 1.0, audio_end=1.5)
+    assert c == []
+    c, _ = la.insert([P("上个", 0, 0.99), P("月", 0.3, 0.99), P("的", 0.6, 0.99), P("营收", 0.9, 0.99)],
+                     2.0, audio_end=1.6)
+    assert c == []
+    # agreed, and 0.75 s heard after them: the first words commit
+    c, _ = la.insert([P("上个", 0, 0.99), P("月", 0.3, 0.99), P("的", 0.6, 0.99), P("营收", 0.9, 0.99)],
+                     3.0, audio_end=1.9)
+    assert [w.text for w in c] == ["上个", "月", "的"]
+    # then a sure word still needs 0.15 s of audio after it: 是 ends at 1.5, 0.1 s before 1.6
+    c, _ = la.insert([P("营收", 0.9, 0.99), P("是", 1.2, 0.99), P("两", 1.5, 0.99)], 4.0, audio_end=1.6)
+    assert [w.text for w in c] == ["营收"] and la.confident_commits == 0
+    c, _ = la.insert([P("是", 1.2, 0.99), P("两千", 1.5, 0.6), P("万", 1.8, 0.99)], 5.0, audio_end=2.0)
+    assert [w.text for w in c] == ["是", "两千"] and la.confident_commits == 1
+    # off: two hypotheses as before
+    la = LocalAgreement(confident_prob=0.0)
+    la.insert([P("a", 0, 0.99), P("b", 0.3, 0.99)], 1.0, audio_end=2.0)
+    c, _ = la.insert([P("a", 0, 0.99), P("b", 0.3, 0.99), P("c", 0.6, 0.99), P("d", 0.9, 0.99)], 2.0, audio_end=3.0)
+    assert [w.text for w in c] == ["a", "b"] and la.confident_commits == 0
