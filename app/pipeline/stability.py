@@ -38,11 +38,13 @@ class LocalAgreement:
     and the rest of the clause lost)."""
 
     def __init__(self, min_lookahead_s: float = 0.0, first_lookahead_s: float = 0.0,
-                 confident_prob: float = 0.0, confident_lookahead_s: float = 0.0):
+                 confident_prob: float = 0.0, confident_lookahead_s: float = 0.0,
+                 confident_silence_s: float = 0.25):
         self.min_lookahead_s = min_lookahead_s
         self.first_lookahead_s = first_lookahead_s
         self.confident_prob = confident_prob
         self.confident_lookahead_s = confident_lookahead_s
+        self.confident_silence_s = confident_silence_s
         self.confident_commits = 0  # words committed on one hypothesis (see _confident)
         self._utterance_commits = 0  # words committed since the last flush
         self.committed: list[Word] = []
@@ -60,11 +62,11 @@ class LocalAgreement:
     def last_committed_end(self) -> float:
         return self.committed[-1].end if self.committed else 0.0
 
-    def insert(self, hypothesis: list[Word], now: float,
-               audio_end: float | None = None) -> tuple[list[Word], list[float]]:
+    def insert(self, hypothesis: list[Word], now: float, audio_end: float | None = None,
+               silent_from: float | None = None) -> tuple[list[Word], list[float]]:
         """Take a new hypothesis of the uncommitted audio (which ends at source time
-        ``audio_end``); return the newly committed words and the time each of them first
-        appeared in a hypothesis."""
+        ``audio_end``; the VAD heard only silence from ``silent_from`` on, if given); return
+        the newly committed words and the time each of them first appeared in a hypothesis."""
         hyp = [w for w in hypothesis if norm(w.text) or w.text.strip()]
         # a word keeps the time it first appeared while successive hypotheses keep it in place
         seen = []
@@ -83,7 +85,7 @@ class LocalAgreement:
         if audio_end is not None and margin > 0:
             while n and hyp[n - 1].end > audio_end - margin:
                 n -= 1
-        n = self._confident(hyp, n, audio_end)
+        n = self._confident(hyp, n, audio_end, silent_from)
         self._utterance_commits += n
         commit, commit_seen = hyp[:n], seen[:n]
         self.committed += commit
@@ -91,17 +93,22 @@ class LocalAgreement:
         self.tentative, self.tentative_seen = list(self._prev), list(self._prev_seen)
         return commit, commit_seen
 
-    def _confident(self, hyp: list[Word], n: int, audio_end: float | None) -> int:
+    def _confident(self, hyp: list[Word], n: int, audio_end: float | None, silent_from: float | None) -> int:
         """Extend the agreed prefix ``hyp[:n]`` with words the recogniser is sure of in this one
         hypothesis: probability at least ``confident_prob``, ending ``confident_lookahead_s``
-        before the audio does, and followed by another word (so any punctuation after it has
-        been decided with what follows in view). Not for an utterance's first words, which
-        keep agreement and their wider margin: that is where Whisper base guesses worst."""
+        before the audio does, and followed by another word or by ``confident_silence_s`` of
+        silence (so the punctuation after it has been decided with what follows in view: at the
+        audio's end Whisper writes a "。" the speaker may not have said). Not for an utterance's
+        first words, which keep agreement and their wider margin: that is where Whisper base
+        guesses worst."""
         if not self.confident_prob or audio_end is None or self._utterance_commits + n == 0:
             return n
         k = n
         limit = audio_end - self.confident_lookahead_s
-        while (k < len(hyp) - 1 and hyp[k].probability >= self.confident_prob and hyp[k].end <= limit
+        last = len(hyp) - 1
+        if silent_from is not None and audio_end - silent_from >= self.confident_silence_s:
+            last = len(hyp)
+        while (k < last and hyp[k].probability >= self.confident_prob and hyp[k].end <= limit
                and PARTIAL_CHAR not in hyp[k].text):
             k += 1
         self.confident_commits += k - n

@@ -528,7 +528,10 @@ class ASRStage(Stage):
             # with it, 7.58 % without)
             new = drop_echo(new, self.policy.committed)
         now = self.clock.now()
-        committed, seen = self.policy.insert(new, now, audio_end=end / SR)
+        silent_from = None
+        if self.vad is not None and self._had_speech_since_commit and self._last_speech_end < end:
+            silent_from = self._last_speech_end / SR  # the VAD heard nothing since
+        committed, seen = self.policy.insert(new, now, audio_end=end / SR, silent_from=silent_from)
         pause_after = False
         if paused or final:
             more, more_seen = self.policy.flush()

@@ -223,3 +223,18 @@ def test_confident_commits_wait_for_the_margin_and_skip_an_utterances_first_word
     la.insert([P("a", 0, 0.99), P("b", 0.3, 0.99)], 1.0, audio_end=2.0)
     c, _ = la.insert([P("a", 0, 0.99), P("b", 0.3, 0.99), P("c", 0.6, 0.99), P("d", 0.9, 0.99)], 2.0, audio_end=3.0)
     assert [w.text for w in c] == ["a", "b"] and la.confident_commits == 0
+
+
+def test_a_confident_last_word_commits_once_silence_follows_it():
+    la = LocalAgreement(min_lookahead_s=0.25, confident_prob=0.5, confident_lookahead_s=0.15,
+                        confident_silence_s=0.25)
+    la.insert([P("我们", 0, 0.9)], 1.0, audio_end=1.0)
+    c, _ = la.insert([P("我们", 0, 0.9), P("开始", 0.3, 0.9)], 2.0, audio_end=1.0)
+    assert [w.text for w in c] == ["我们"]
+    # 吧。 ends the hypothesis: alone it waits (its "。" may be a guess at the audio's end) ...
+    c, _ = la.insert([P("开始", 0.3, 0.9), P("吧。", 0.6, 0.9)], 3.0, audio_end=1.05, silent_from=0.9)
+    assert [w.text for w in c] == ["开始"] and la.confident_commits == 0
+    # ... until the VAD has heard 0.25 s of silence after the speech: then the mark is heard
+    # too (agreement alone would still wait: 吧。 ends less than 0.25 s before the audio)
+    c, _ = la.insert([P("吧。", 0.6, 0.9)], 4.0, audio_end=1.1, silent_from=0.85)
+    assert [w.text for w in c] == ["吧。"] and la.confident_commits == 1
