@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "worst (default 0.75 for zh/ja, else 0)")
     r.add_argument("--confident-commit", type=float, default=None, metavar="P",
                    help="a word the recogniser gives probability P or more commits on one hypothesis, "
-                        "not two (0: off; default 0.5 for zh/ja, else off)")
+                        "not two (0: off; default 0.9 for zh/ja, else off)")
     r.add_argument("--confident-lookahead", type=float, default=None, metavar="S",
                    help="the audio that one hypothesis must have heard after such a word (default 0.15)")
     r.add_argument("--asr-context", type=float, default=None, metavar="S",

@@ -168,6 +168,10 @@ def test_first_commit_margin_defaults_and_bounds():
     SessionOptions(pair="zh-en", first_commit_lookahead=0.5).validate()
     with pytest.raises(UserError, match="--asr-context"):
         SessionOptions(pair="zh-en", asr_context=-1).validate()
+    with pytest.raises(UserError, match="--confident-commit"):
+        SessionOptions(pair="zh-en", confident_commit=1.5).validate()
+    with pytest.raises(UserError, match="--confident-lookahead"):
+        SessionOptions(pair="zh-en", confident_lookahead=-0.1).validate()
 
 
 def test_mt_beam_defaults_greedy_for_pieces_and_beam_search_for_whole_sentences():
