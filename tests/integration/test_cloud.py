@@ -161,7 +161,10 @@ def test_untrusted_certificate_and_old_tls_and_plain_tcp_are_refused(server):
         except (ConnectionResetError, socket.timeout):
             data = b""
         assert b"HTTP/1.1 101" not in data
-    ws = raw_session(server)  # still serving
+    try:
+        ws = raw_session(server)  # still serving
+    except Exception as e:  # once in ~30 clean-clone runs the server closed this handshake: keep its log
+        raise AssertionError(f"{e!r}; server log:\n" + "".join(server.lines)[-3000:]) from e
     pong(ws)
     ws.close()
 
