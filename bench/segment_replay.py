@@ -1,0 +1,143 @@
+"""Segmentation settings judged on the same recognised text: record real-time runs' committed
+words, then replay them through the segmenter and the real MT (zh_meeting, zh-en).
+
+    python bench/segment_replay.py --record 3                 # 3 real-time runs -> bench/out/replay/
+    python bench/segment_replay.py "eager=6" "eager=4"        # replay every recorded run per setting
+
+Streaming recognition is chaotic, so a real-time sweep mixes a setting's effect on translation
+with the run-to-run spread of what was recognised (chrF moves by ±2 between runs of one setting).
+The segmenter does not change recognition: replaying recorded commits (each word with the time it
+was committed, the time it had been spoken and the tentative text after it) through it and
+through the MT backend gives every setting the same source. Latency here is simulated: one MT
+worker, each call's measured time × ``--mt-factor`` (contention with recognition in a live run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from latency import ZH_WAV, zh_references  # noqa: E402
+from textmetrics import chrf  # noqa: E402
+
+OUT = ROOT / "bench" / "out" / "replay"
+
+
+def load(extra: list[str]):
+    from app import session
+    from app.cli import build_parser, options_from_args
+
+    args = build_parser().parse_args(["run", "--input", str(ZH_WAV), "--pair", "zh-en", *extra])
+    opts = options_from_args(args)
+    return session, opts, session.load_models(opts, lambda m: None, plan=session.check_models(opts))
+
+
+def record(n: int, extra: list[str]) -> None:
+    from app.audio_io import load_audio
+    from app.pipeline.messages import CommittedWords
+
+    session, opts, models = load(extra)
+    audio = load_audio(str(ZH_WAV))
+    OUT.mkdir(parents=True, exist_ok=True)
+    for k in range(n):
+        pipe = session.build_pipeline(models, opts)
+        commits = []
+
+        def obs(ev, pipe=pipe, commits=commits):
+            if isinstance(ev, CommittedWords):  # published by the ASR stage before it segments
+                commits.append({"at": ev.emitted_at, "pause": ev.pause_after,
+                                "lookahead": "".join(w.text for w in pipe.asr_stage.policy.tentative).strip(),
+                                "words": [[w.text, w.start, w.end, pipe.arrival.played_at(w.end)] for w in ev.words]})
+        pipe.bus.subscribe(obs)
+        pipe.start()
+        session.feed_array(pipe, audio, True)
+        pipe.finish()
+        lat = pipe.tracker.summary()["e2e_subtitle"]
+        path = OUT / f"run{k + 1}.json"
+        path.write_text(json.dumps({"flags": extra, "commits": commits, "subtitle_p50": lat["p50"]}, ensure_ascii=False))
+        print(f"{path}: subtitle p50 {lat['p50']} ms (live)", file=sys.stderr, flush=True)
+
+
+def replay(rec: dict, eager: int, mt, boundaries, ref_tgt: str, factor: float) -> dict:
+    from app.pipeline.protocols import Word
+    from app.pipeline.segmenter import Segmenter, SegmenterConfig
+    from app.pipeline.stages import _open_prefix, _strip_sentence_end, _tail_after, units_of
+
+    now = [0.0]
+    seg = Segmenter(SegmenterConfig(lang="zh", eager_units=eager), lambda: now[0], boundaries)
+    played: dict = {}
+    sent_src = sent_tgt = ""
+    mt_free = 0.0
+    lats, targets = [], []
+    for c in rec["commits"]:
+        now[0] = c["at"]
+        words = []
+        for text, start, end, at in c["words"]:
+            words.append(Word(text, start, end, 1.0))
+            played[(text, start, end)] = at
+        for sg in seg.feed(words, c["pause"], c["lookahead"]):
+            # what MTStage._translate_segment does, timed
+            src = sent_src + sg.text
+            prefix = _open_prefix(sent_tgt)
+            t0 = time.perf_counter()
+            full = mt.translate(src, target_prefix=prefix, beam_size=1)
+            new = _tail_after(full, prefix)
+            if not any(ch.isalnum() for ch in new) and sent_tgt and units_of(sg.text) >= 2:
+                new = mt.translate(sg.text, beam_size=1).strip()
+                full = (prefix + " " + new).strip()
+            mt_free = max(sg.emitted_at, mt_free) + (time.perf_counter() - t0) * factor
+            new = new.lstrip(".,;:!?。，；：！？ ")
+            if not sg.sentence_end:
+                new = _strip_sentence_end(new)
+            lats += [mt_free - played[(w.text, w.start, w.end)] for w in sg.words]
+            targets.append(new)
+            sent_src, sent_tgt = ("", "") if sg.sentence_end else (src, full)
+    text = " ".join(t for t in targets if t).strip()
+    lats.sort()
+    return {"p50": 1000 * statistics.median(lats), "p95": 1000 * lats[int(0.95 * (len(lats) - 1))],
+            "chrF": chrf([text], [ref_tgt]), "pieces": len(targets), "words": len(text.split())}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("settings", nargs="*", help='segmenter settings to replay, e.g. "eager=6" "eager=4"')
+    ap.add_argument("--record", type=int, default=0, metavar="N", help="record N real-time runs first")
+    ap.add_argument("--flags", default="", help="relay run flags for the recorded runs")
+    ap.add_argument("--mt-factor", type=float, default=1.6)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.record:
+        record(args.record, args.flags.split())
+    if not args.settings:
+        return
+    runs = sorted(OUT.glob("run*.json"))
+    if not runs:
+        sys.exit("segment_replay: nothing recorded yet: run it with --record N first")
+    recs = [json.loads(p.read_text(encoding="utf-8")) for p in runs]
+    _, _, models = load(["--no-tts"])
+    _, ref_tgt = zh_references()
+    print(f"{len(recs)} recorded runs; simulated MT time = measured x {args.mt_factor}")
+    print("| setting | subtitle p50 ms (mean) | p95 | chrF (mean) | chrF per run | pieces | English words |")
+    print("|---|---|---|---|---|---|---|")
+    for setting in args.settings:
+        kv = dict(x.split("=") for x in setting.split())
+        rs = [replay(r, int(kv.get("eager", 4)), models.mt, models.boundaries, ref_tgt, args.mt_factor) for r in recs]
+
+        def mean(k):
+            return statistics.mean(r[k] for r in rs)
+        print(f"| {setting} | {mean('p50'):.0f} | {mean('p95'):.0f} | {mean('chrF'):.1f} | "
+              + " / ".join(f"{r['chrF']:.1f}" for r in rs) + f" | {mean('pieces'):.1f} | {mean('words'):.1f} |",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
