@@ -63,7 +63,8 @@ def record(n: int, extra: list[str]) -> None:
         pipe.finish()
         lat = pipe.tracker.summary()["e2e_subtitle"]
         path = OUT / f"run{k + 1}.json"
-        path.write_text(json.dumps({"flags": extra, "commits": commits, "subtitle_p50": lat["p50"]}, ensure_ascii=False))
+        rec = {"flags": extra, "commits": commits, "subtitle_p50": lat["p50"]}
+        path.write_text(json.dumps(rec, ensure_ascii=False), encoding="utf-8")
         print(f"{path}: subtitle p50 {lat['p50']} ms (live)", file=sys.stderr, flush=True)
 
 
