@@ -27,8 +27,13 @@ TOKENS_PER_SECOND = 7
 
 def cut_repetition(tokens: list[int]) -> list[int]:
     """Whisper sometimes loops ("AB AB AB ..."); keep the text up to the end of the first copy of
-    a span repeated back to back: twice for spans of 4+ tokens, 3 times for 2-3, 5 times for 1."""
+    a span repeated back to back: twice for spans of 4+ tokens, 3 times for 2-3, 5 times for 1.
+    A loop that starts the whole text over is cut too when its copy breaks off at the end, once
+    it holds 4+ tokens and half the text ("请谈品经理先介绍请谈品经理先介�" on a 2 s window)."""
     n = len(tokens)
+    for m in range(n // 2, 3, -1):
+        if 2 * m >= n - m and tokens[n - m:] == tokens[:m]:
+            return cut_repetition(tokens[:n - m])
     for start in range(n):
         for period in range(1, (n - start) // 2 + 1):
             repeats = 2 if period >= 4 else (3 if period >= 2 else 5)
