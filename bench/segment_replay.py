@@ -19,7 +19,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,15 +67,28 @@ def record(n: int, extra: list[str]) -> None:
         print(f"{path}: subtitle p50 {lat['p50']} ms (live)", file=sys.stderr, flush=True)
 
 
+class _Last:
+    """A bus that keeps the last event published (the MT stage's translation)."""
+
+    event = None
+
+    def publish(self, event) -> None:
+        self.event = event
+
+
 def replay(rec: dict, eager: int, mt, boundaries, ref_tgt: str, factor: float) -> dict:
     from app.pipeline.protocols import Word
+    from app.pipeline.queues import ControlChannel, MonotonicClock
     from app.pipeline.segmenter import Segmenter, SegmenterConfig
-    from app.pipeline.stages import _open_prefix, _strip_sentence_end, _tail_after, units_of
+    from app.pipeline.stages import MTConfig, MTStage
 
     now = [0.0]
     seg = Segmenter(SegmenterConfig(lang="zh", eager_units=eager), lambda: now[0], boundaries)
+    # the real MT stage, driven on this thread: each piece continues its sentence's translation
+    bus = _Last()
+    stage = MTStage(mt, None, None, None, ControlChannel(), MTConfig(beam_size=1, previews=False), bus,
+                    MonotonicClock())
     played: dict = {}
-    sent_src = sent_tgt = ""
     mt_free = 0.0
     lats, targets = [], []
     for c in rec["commits"]:
@@ -86,22 +98,11 @@ def replay(rec: dict, eager: int, mt, boundaries, ref_tgt: str, factor: float) -
             words.append(Word(text, start, end, 1.0))
             played[(text, start, end)] = at
         for sg in seg.feed(words, c["pause"], c["lookahead"]):
-            # what MTStage._translate_segment does, timed
-            src = sent_src + sg.text
-            prefix = _open_prefix(sent_tgt)
-            t0 = time.perf_counter()
-            full = mt.translate(src, target_prefix=prefix, beam_size=1)
-            new = _tail_after(full, prefix)
-            if not any(ch.isalnum() for ch in new) and sent_tgt and units_of(sg.text) >= 2:
-                new = mt.translate(sg.text, beam_size=1).strip()
-                full = (prefix + " " + new).strip()
-            mt_free = max(sg.emitted_at, mt_free) + (time.perf_counter() - t0) * factor
-            new = new.lstrip(".,;:!?。，；：！？ ")
-            if not sg.sentence_end:
-                new = _strip_sentence_end(new)
+            stage._translate_segment(sg)
+            tr = bus.event
+            mt_free = max(sg.emitted_at, mt_free) + (tr.emitted_at - tr.started_at) * factor
             lats += [mt_free - played[(w.text, w.start, w.end)] for w in sg.words]
-            targets.append(new)
-            sent_src, sent_tgt = ("", "") if sg.sentence_end else (src, full)
+            targets.append(tr.target)
     text = " ".join(t for t in targets if t).strip()
     lats.sort()
     return {"p50": 1000 * statistics.median(lats), "p95": 1000 * lats[int(0.95 * (len(lats) - 1))],
