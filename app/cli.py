@@ -12,7 +12,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from app import __version__
-from app.errors import UserError
+from app.core.errors import UserError
 
 
 
@@ -150,7 +150,7 @@ def cmd_compile_kernels() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    from app.memory import tune_allocator
+    from app.core.memory import tune_allocator
 
     tune_allocator()  # before any worker thread exists: see app/memory.py
     try:
@@ -356,7 +356,7 @@ def cmd_run(args) -> int:
 
     obs = RunObservability(args)  # log level, --report path, --metrics-port: before anything loads
     from app import session
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
 
     if args.demo and not args.input:
         args.input = str(session.DEMO_CLIP)
@@ -396,7 +396,7 @@ def cmd_run(args) -> int:
 
 def finish_run(args, opts, models, pipe, audio_s, t0, cpu0, source, interrupted) -> int:
     from app import session
-    from app.audio_io import write_wav
+    from app.audio.files import write_wav
     from app.pipeline.engine import PipelineError
 
     try:
@@ -421,7 +421,7 @@ def finish_run(args, opts, models, pipe, audio_s, t0, cpu0, source, interrupted)
 
 def _write_outputs(args, pipe, write_wav) -> None:
     from app.session import dub_timeline
-    from app.subtitles import to_srt, to_vtt, write_text
+    from app.session.subtitles import to_srt, to_vtt, write_text
 
     if args.srt:
         write_text(args.srt, to_srt(pipe.record.segments))

@@ -25,7 +25,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 CLIP_S = 20.0  # the demo's first 20 s: a greeting, a sound check and the third-quarter sales
 # what the first 20 s of the demo says (tests/integration/test_run_cli.py checks the same words)
@@ -121,7 +121,7 @@ def run_pipeline(launched: float, clip_s: float, log, models=None, models_ready:
     import numpy as np
 
     from app import session
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.pipeline.messages import DubChunk
 
     opts = session.SessionOptions(pair="zh-en", realtime=True)

@@ -86,7 +86,7 @@ def main():
     ap.add_argument("--cuts", type=int, default=20)
     ap.add_argument("--clip", default="zh_05.wav")
     a = ap.parse_args()
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.session import SessionOptions, load_models
 
     audio = load_audio(str(ROOT / "tests" / "data" / a.clip))

@@ -72,7 +72,7 @@ def padded(clip: Path, lead_s: float) -> Path:
     """A temporary 16 kHz WAV of ``lead_s`` of silence followed by the clip."""
     import wave
 
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
 
     audio = np.concatenate([np.zeros(int(round(lead_s * 16000)), np.float32), load_audio(str(clip))])
     fd, name = tempfile.mkstemp(suffix=".wav")

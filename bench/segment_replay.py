@@ -41,7 +41,7 @@ def load(extra: list[str]):
 
 
 def record(n: int, extra: list[str]) -> None:
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.pipeline.messages import CommittedWords
 
     session, opts, models = load(extra)

@@ -86,8 +86,9 @@ def main() -> int:
         raise SystemExit("--minutes must be positive")
     if args.faults:
         os.environ["RELAY_FAULTS"] = args.faults
-    from app import memory, session
-    from app.audio_io import load_audio
+    from app import session
+    from app.core import memory
+    from app.audio.files import load_audio
 
     if not args.no_memory_tuning:
         memory.tune_allocator()  # what `relay` does first thing (app/memory.py)

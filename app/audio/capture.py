@@ -243,6 +243,6 @@ def close_stream(s) -> None:
 
 
 def _device_error(dev: AudioDevice, e: Exception):
-    from app.errors import UserError
+    from app.core.errors import UserError
 
     return UserError(f"cannot open '{dev.id}': {str(e).splitlines()[0]}")

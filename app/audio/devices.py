@@ -19,7 +19,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 PULSE_ALSA_DEVICE = "pulse"
 

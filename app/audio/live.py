@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 
 from app.audio.devices import list_devices, resolve
-from app.errors import UserError
+from app.core.errors import UserError
 
 log = logging.getLogger("relay.audio")
 
@@ -236,7 +236,7 @@ def run_live(args, opts, models, pipe=None, obs=None) -> int:
         summary = live.stop()
     except KeyboardInterrupt:  # a second Ctrl-C: stop now, keep what is there
         summary = None
-    from app.audio_io import write_wav
+    from app.audio.files import write_wav
 
     _write_outputs(args, live.pipe, write_wav)
     if summary is None:

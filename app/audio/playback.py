@@ -129,7 +129,7 @@ class DubPlayer:
         close_stream(s)
 
     def start(self) -> None:
-        from app.errors import UserError
+        from app.core.errors import UserError
 
         try:
             self._open()

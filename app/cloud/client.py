@@ -48,7 +48,7 @@ from urllib.parse import urlparse
 from app.cloud import protocol as P
 from app.cloud.ack import AnswerTracker
 from app.cloud.views import fresh_models
-from app.errors import UserError
+from app.core.errors import UserError
 
 log = logging.getLogger("relay.cloud.client")
 SR = P.SR
@@ -614,7 +614,7 @@ def _stop_quietly(pipe) -> None:
 
 def cmd_run_cloud(args) -> int:
     from app import session
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.cli import Printer, check_output_folders, finish_run, options_from_args
 
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,

@@ -31,7 +31,7 @@ from app.cloud import protocol as P
 from app.cloud.ack import AnswerTracker
 from app.cloud.batching import MicroBatcher, SessionTranslator, batch_engine
 from app.cloud.views import asr_view, vad_view
-from app.errors import UserError
+from app.core.errors import UserError
 
 log = logging.getLogger("relay.cloud.server")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.errors import ModelDamaged, UserError
+from app.core.errors import ModelDamaged, UserError
 from app.models import store
 
 CJK = ("zh", "ja")

@@ -20,7 +20,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.errors import ModelDamaged, ModelMissing, UserError
+from app.core.errors import ModelDamaged, ModelMissing, UserError
 from app.models.catalog import PACKS, Archive, Pack
 
 MANIFEST = "manifest.json"

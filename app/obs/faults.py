@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 CALLS = {"asr": ("transcribe_window", "transcribe_utterance"), "vad": ("process",),
          "mt": ("translate", "translate_with_draft"), "tts": ("synthesize",)}

@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")

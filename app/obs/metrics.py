@@ -13,7 +13,7 @@ import threading
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 log = logging.getLogger("relay.metrics")
 

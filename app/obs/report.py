@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 KINDS = {"e2e_subtitle": ("subtitle", (0x1f, 0x77, 0xb4)), "e2e_dub": ("dub", (0xd6, 0x27, 0x28))}
 FORMAT = "relay-session-report/1"

@@ -61,3 +61,44 @@ class VADBackend(Protocol):
     def reset(self) -> None: ...
 
     def process(self, audio: np.ndarray) -> np.ndarray: ...
+
+
+class RunningSession(Protocol):
+    """A session that audio is pushed into and events come out of: the local engine
+    (``app.pipeline.engine.StreamingPipeline`` / ``SerialCascade``) and the cloud client
+    (``app.cloud.client.CloudClient``) both implement it, and ``app.session.runner`` drives either.
+
+    ``bus`` carries the events (``app.pipeline.messages``) to subscribers, in order; ``tracker``,
+    ``record``, ``ring`` and ``arrival`` are the latency tracker, the session record, the audio
+    ring (``ring.written``: samples pushed so far) and the arrival stamps. Times are on ``clock``.
+    """
+
+    kind: str  # "local" or "cloud": how the summary names the session's mode
+    bus: object
+    clock: object
+    ring: object
+    arrival: object
+    tracker: object
+    record: object
+    started_at: float
+    finished_at: float
+    first_audio_at: float | None
+
+    def start(self) -> None:
+        """Start the workers (the cloud client opens its server session, or falls back)."""
+
+    def push_audio(self, samples: np.ndarray, wait_if_full: bool = False, at: float | None = None) -> None:
+        """16 kHz mono float32; ``at`` is when the block's last sample was captured."""
+
+    def failed(self) -> bool:
+        """True once the session cannot go on (a stage failed past its restarts)."""
+
+    def finish(self, timeout: float = 600.0) -> None:
+        """End of input: what is left is committed, translated and spoken; raises PipelineError."""
+
+    def abort(self) -> None:
+        """Stop now, dropping what is in flight: every thread the session started ends, its
+        buffers are released. Safe to call more than once and after finish()."""
+
+    def stage_stats(self) -> dict:
+        """Per-stage statistics for the summary and the gauges."""

@@ -16,7 +16,7 @@ def _check_shiboken() -> None:
     except Exception:
         return
     if v.startswith("6.12.0"):
-        from app.errors import UserError
+        from app.core.errors import UserError
 
         raise UserError(f"PySide6 {v} crashes on Python {sys.version_info.major}.{sys.version_info.minor}; "
                         "install another release: pip install 'PySide6-Essentials!=6.12.0'")

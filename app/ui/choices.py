@@ -23,7 +23,7 @@ def pair_label(pair: str) -> str:
 
 def available_pairs() -> list[tuple[str, str, str]]:
     """(pair, label, note) for every pair the installed packs can run; empty when none can."""
-    from app.errors import UserError
+    from app.core.errors import UserError
     from app.models import store
     from app.models.loader import plan_pair
 

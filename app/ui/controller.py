@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, Signal
 
 from app import session
-from app.errors import ModelDamaged, ModelMissing, UserError
+from app.core.errors import ModelDamaged, ModelMissing, UserError
 from app.ui.gauges import GaugeSnapshot
 
 log = logging.getLogger("relay.ui")
@@ -188,7 +188,7 @@ class SessionController(QObject):
             if not req.file_path:
                 raise UserError("choose an audio file first")
             self.status.emit("Reading the audio file…")
-            from app.audio_io import load_audio
+            from app.audio.files import load_audio
 
             audio = load_audio(req.file_path, accel=opts.accel_request)
         plan = session.check_models(opts)

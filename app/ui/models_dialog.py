@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 
 class InstallWorker(QObject):

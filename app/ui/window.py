@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from app import session
-from app.errors import UserError
+from app.core.errors import UserError
 from app.ui import theme as themes
 from app.ui.bridge import EventBridge
 from app.ui.choices import DeviceChoices, available_pairs, language_name, list_audio_devices
@@ -545,14 +545,14 @@ class MainWindow(QMainWindow):
 
     # -- export --------------------------------------------------------------------------------
     def export_text(self, fmt: str) -> str:
-        from app.subtitles import to_srt, to_vtt
+        from app.session.subtitles import to_srt, to_vtt
 
         segs = self.model.segments()
         return {"srt": to_srt, "vtt": to_vtt}[fmt](segs) if fmt in ("srt", "vtt") else self.model.plain_text()
 
     def export_to(self, path: str, fmt: str) -> bool:
-        from app.errors import UserError
-        from app.subtitles import write_text
+        from app.core.errors import UserError
+        from app.session.subtitles import write_text
 
         if not self.model.segments():
             self.show_message("Nothing to export", "The transcript is empty.", QMessageBox.Information)
@@ -572,8 +572,8 @@ class MainWindow(QMainWindow):
             self.export_to(path, fmt)
 
     def export_dub_to(self, path: str) -> bool:
-        from app.audio_io import write_wav
-        from app.errors import UserError
+        from app.audio.files import write_wav
+        from app.core.errors import UserError
 
         pipe = self.controller.pipe
         res = session.dub_timeline(pipe, realtime=True) if pipe is not None else None

@@ -104,7 +104,7 @@ def test_model_packs_dialog_installs_the_missing_packs_with_progress(window, qtb
 
 
 def test_model_packs_dialog_reports_a_failed_install(qtbot, tmp_path, monkeypatch):
-    from app.errors import UserError
+    from app.core.errors import UserError
     from app.ui import models_dialog
 
     monkeypatch.setenv("RELAY_MODELS", str(tmp_path / "models"))

@@ -10,7 +10,7 @@ import zipfile
 
 import pytest
 
-from app.errors import UserError
+from app.core.errors import UserError
 from app.models import store
 from app.models.catalog import Archive, Pack
 

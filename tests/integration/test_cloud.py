@@ -219,7 +219,7 @@ def test_fuzzed_frames_get_error_frames_never_a_crash(server, msg):
 def test_concurrent_sessions_in_different_directions_are_isolated(server):
     from app.cloud.client import CloudClient
     from app.session import SessionOptions, feed_array
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
 
     runs = {}
 

@@ -110,7 +110,7 @@ def models():
 @pytest.fixture(scope="module")
 def reference(models):
     """The local pipeline's segments on the clip: the speech the fallback must cover, in time."""
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.session import SessionOptions, build_pipeline, feed_array
 
     opts = SessionOptions(pair="zh-en", no_tts=True)
@@ -129,7 +129,7 @@ def server(tmp_path_factory):
 
 
 def run_with_fault(url, cert, models, fault, at_s, auto_return=False):
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.cloud.client import CloudClient
     from app.session import SessionOptions, feed_array
 

@@ -6,7 +6,7 @@ import wave
 import numpy as np
 import pytest
 
-from app.subtitles import parse_srt
+from app.session.subtitles import parse_srt
 
 from .conftest import DATA, relay, summary_of
 

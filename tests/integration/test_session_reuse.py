@@ -3,7 +3,7 @@
 import pytest
 
 from app import session
-from app.audio_io import load_audio
+from app.audio.files import load_audio
 
 from .conftest import DATA
 

@@ -22,7 +22,7 @@ def mt():
 @pytest.fixture(scope="module")
 def clip_texts():
     """What whisper-base recognises in each test clip (the source text a session translates)."""
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
     from app.models.loader import load_asr, plan_pair
 
     asr = load_asr(plan_pair("zh-en", no_tts=True), threads=2)

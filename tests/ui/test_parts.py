@@ -4,7 +4,7 @@ import threading
 
 from app.pipeline.messages import Segment, TentativeText, Translation
 from app.pipeline.protocols import Word
-from app.subtitles import parse_srt, to_srt
+from app.session.subtitles import parse_srt, to_srt
 
 
 def _seg(seq, text, a, b):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.subtitles import parse_srt
+from app.session.subtitles import parse_srt
 from tests.ui.conftest import session_threads
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""app.memory: glibc's arena cap and the trimming thread (Linux/glibc only)."""
+"""app.core.memory: glibc's arena cap and the trimming thread (Linux/glibc only)."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app import memory
+from app.core import memory
 
 ROOT = str(Path(__file__).resolve().parents[2])
 glibc = pytest.mark.skipif(memory._glibc() is None, reason="not glibc")
@@ -18,7 +18,7 @@ def test_trim_hands_freed_heap_back_to_the_system():
     # in a fresh interpreter: allocate 200 MB in small blocks (heap, not mmap), free them, trim
     code = """
 import ctypes, gc, psutil
-from app import memory
+from app.core import memory
 p = psutil.Process()
 blocks = [bytearray(64 * 1024 - 64) for _ in range(3200)]  # under the mmap threshold: heap memory
 peak = p.memory_info().rss

@@ -7,7 +7,7 @@ import urllib.request
 
 import pytest
 
-from app.errors import UserError
+from app.core.errors import UserError
 from app.obs import faults, logs, report
 from app.obs.faults import FaultyBackend
 from app.obs.metrics import MetricsExporter, parse_bind

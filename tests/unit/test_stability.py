@@ -158,7 +158,7 @@ def test_a_split_character_is_never_committed():
 def test_first_commit_margin_defaults_and_bounds():
     import pytest
 
-    from app.errors import UserError
+    from app.core.errors import UserError
     from app.session import SessionOptions, asr_defaults
 
     assert asr_defaults("zh") == (0.25, 0.25, 0.75, 0.0)

@@ -14,7 +14,7 @@ from typing import Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 RESOURCES = Path(__file__).resolve().parent.parent / "resources"
 DEMO_CLIP = RESOURCES / "demo" / "zh_meeting_demo.wav"
@@ -118,7 +118,7 @@ def load_models(opts: SessionOptions, status: Callable[[str], None] = lambda m: 
     from app.backends.silero_vad import SileroVAD
     from app.models.loader import load_asr, load_mt, load_tts
 
-    from app.memory import start_trimmer
+    from app.core.memory import start_trimmer
 
     plan = plan or check_models(opts)
     start_trimmer()  # long sessions hand freed memory back (app/memory.py)
@@ -211,7 +211,7 @@ def _load_parallel(loaders: dict[str, Callable[[], object]]) -> tuple[dict, dict
 
 def warm_up(asr, mt, tts, vad) -> float:
     """Run every model once on bundled audio so the first real input is not slowed by lazy init."""
-    from app.audio_io import load_audio
+    from app.audio.files import load_audio
 
     t = time.monotonic()
     audio = load_audio(WARMUP_CLIP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 
 def _ts(t: float, sep: str) -> str:

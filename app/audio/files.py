@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.errors import UserError
+from app.core.errors import UserError
 
 SR = 16000
 MAX_FILE_SECONDS = 6 * 3600  # a longer file is refused rather than exhausting memory

@@ -1,0 +1,104 @@
+"""Wire loaded models into a local running session: the streaming pipeline (with speculative MT
+drafts and the degradation policy) or the serial cascade."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from app.models import store
+from app.models.loader import load_asr
+from app.obs import faults as fi  # test-only fault injection (RELAY_FAULTS), off by default
+from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
+from app.pipeline.policy import (PipelineActuator, PolicyConfig, PolicyEngine, PolicyRunner, default_rules,
+                                 memory_probe)
+from app.pipeline.segmenter import SegmenterConfig
+from app.pipeline.speculation import SpeculationConfig, SpeculationController
+from app.pipeline.stages import ASRConfig, MTConfig
+from app.session.models import LoadedModels
+from app.session.options import SessionOptions
+from app.session.tuning import CJK, tuning_for
+
+
+def segmenter_config(lang: str, eager: int | None) -> SegmenterConfig:
+    """Pieces go to MT at the tuning table's eager size unless the user set one."""
+    eager = tuning_for(lang).eager if eager is None else eager
+    if lang in CJK:
+        return SegmenterConfig(lang=lang, eager_units=eager)
+    return SegmenterConfig(lang="en", min_clause_units=4, max_units=20, eager_units=eager)
+
+
+def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfig:
+    """The pipeline's configuration: the user's options over the tuning table's defaults."""
+    t = tuning_for(models.out_lang)
+
+    def pick(value, default):
+        return default if value is None else value
+
+    cores = os.cpu_count() or 2
+    return PipelineConfig(
+        asr=ASRConfig(step_s=pick(opts.asr_step, t.asr_step), catch_up=opts.realtime,
+                      commit_lookahead_s=pick(opts.commit_lookahead, t.commit_lookahead),
+                      first_commit_lookahead_s=pick(opts.first_commit_lookahead, t.first_commit_lookahead),
+                      context_s=pick(opts.asr_context, t.asr_context),
+                      confident_prob=pick(opts.confident_commit, t.confident_commit),
+                      confident_lookahead_s=pick(opts.confident_lookahead, t.confident_lookahead)),
+        mt=MTConfig(beam_size=opts.mt_beam,
+                    previews=opts.preview == "on" or (opts.preview == "auto" and cores >= 4)),
+        segmenter=segmenter_config(models.out_lang, opts.eager),
+    )
+
+
+def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=None):
+    """A local RunningSession (app.pipeline.protocols) on ``models``, not started."""
+    models.vad.reset()
+    if hasattr(models.asr, "reset_stream"):  # an optional backend method: drop an earlier session's state
+        models.asr.reset_stream()
+    cfg = cfg or pipeline_config(models, opts)
+    cls = SerialCascade if opts.serial else StreamingPipeline
+    mt = models.mt if models.plan.mt_pack else (None if opts.serial else models.mt)
+    faults, stall_s = fi.from_env(os.environ)
+    if stall_s is not None:
+        cfg.supervision.stall_s = stall_s
+    pipe = cls(fi.wrap(models.asr, "asr", faults), fi.wrap(mt, "mt", faults), fi.wrap(models.tts, "tts", faults),
+               fi.wrap(models.vad, "vad", faults), cfg, clock=clock,
+               word_boundaries=models.boundaries, accel=models.accel)
+    # latency control: speculative MT drafts and the degradation policy (streaming only)
+    pipe.speculation = SpeculationController(SpeculationConfig(opts.speculative), pipe.clock, pipe.bus.publish)
+    pipe.policy = None
+    if opts.serial:
+        return pipe
+    pipe.mt_stage.speculation = pipe.speculation
+    if opts.policy != "on":
+        return pipe
+    english = models.plan.src == "en"
+    pcfg = PolicyConfig(rules=default_rules(english_source=english))
+    engine = PolicyEngine(pcfg.rules, start=pipe.clock.now())
+    actuator = PipelineActuator(pipe.mt_stage, pipe.speculation, batched=False,
+                                asr_swap=_asr_swap(models, opts, pipe) if english else None)
+    pipe.policy = PolicyRunner(engine, actuator, pcfg, pipe.clock, pipe.bus.publish, pipe.arrival.played_at,
+                               memory=fi.memory_pressure(memory_probe(models.accel, pcfg.memory_budget_mb),
+                                                         faults, pipe.clock))
+    pipe.bus.subscribe(pipe.policy)
+    return pipe
+
+
+def _asr_swap(models: LoadedModels, opts: SessionOptions, pipe):
+    """For English with a larger Whisper: the policy's step down to tiny.en (None without it)."""
+    if models.plan.asr_pack == "whisper-tiny-en" or models.plan.asr_task != "transcribe":
+        return None
+    alt = getattr(models, "alt_asr", None)
+    if alt is None:
+        if "whisper-tiny-en" not in store.installed():
+            return None
+        alt = load_asr(dataclasses.replace(models.plan, asr_pack="whisper-tiny-en"),
+                       threads=opts.threads or os.cpu_count() or 2, accel=models.accel)
+        models.alt_asr = alt
+    main_asr, stage = models.asr, pipe.asr_stage
+
+    def asr_swap(use_alt: bool) -> str:
+        # the stage reads its backend at each step; committed words stay its prompt/prefix
+        stage.asr = alt if use_alt else main_asr
+        return f"ASR {main_asr.name} → {alt.name}" if use_alt else f"ASR back to {main_asr.name}"
+
+    return asr_swap

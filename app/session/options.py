@@ -1,0 +1,67 @@
+"""What the user asked of a session, and its validation (one-line errors)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.core.errors import UserError
+from app.session.tuning import mt_beam
+
+RESOURCES = Path(__file__).resolve().parent.parent.parent / "resources"
+DEMO_CLIP = RESOURCES / "demo" / "zh_meeting_demo.wav"
+WARMUP_CLIP = RESOURCES / "demo" / "warmup_zh.wav"
+
+
+@dataclass
+class SessionOptions:
+    pair: str = "zh-en"
+    no_tts: bool = False
+    serial: bool = False
+    realtime: bool = True
+    # None: the tuning table's value for the recognised language (app/session/tuning.py)
+    beam: int | None = None
+    asr_step: float | None = None
+    commit_lookahead: float | None = None
+    first_commit_lookahead: float | None = None
+    asr_context: float | None = None
+    confident_commit: float | None = None
+    confident_lookahead: float | None = None
+    asr_model: str | None = None
+    preview: str = "auto"  # auto | on | off
+    eager: int | None = None
+    threads: int = 0
+    accel: str | None = None
+    speculative: str = "auto"  # auto | on | off (MT drafts verified with score_batch)
+    policy: str = "on"  # adaptive degradation
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.beam is not None and self.beam < 1:
+            raise UserError("--beam must be at least 1")
+        if self.asr_step is not None and not 0.2 <= self.asr_step <= 10:
+            raise UserError("--asr-step must be between 0.2 and 10 seconds")
+        for flag, value in (("--commit-lookahead", self.commit_lookahead),
+                            ("--first-commit-lookahead", self.first_commit_lookahead),
+                            ("--asr-context", self.asr_context),
+                            ("--confident-lookahead", self.confident_lookahead)):
+            if value is not None and not 0 <= value <= 3:
+                raise UserError(f"{flag} must be between 0 and 3 seconds")
+        if self.confident_commit is not None and not 0 <= self.confident_commit <= 1:
+            raise UserError("--confident-commit must be a probability between 0 (off) and 1")
+        if self.preview not in ("auto", "on", "off"):
+            raise UserError("--preview must be auto, on or off")
+        if not 0 <= self.threads <= 256:
+            raise UserError(f"--threads must be between 0 (all cores) and 256, got {self.threads}")
+        if self.eager is not None and not 0 <= self.eager <= 1000:
+            raise UserError(f"--eager must be between 0 (wait for clause marks) and 1000, got {self.eager}")
+
+    @property
+    def mt_beam(self) -> int:
+        """The MT beam this session uses (tuning.mt_beam: pieces greedy, whole sentences 4)."""
+        return mt_beam(self.beam, whole_sentences=self.serial)
+
+    @property
+    def accel_request(self) -> str:
+        return self.accel or os.environ.get("RELAY_ACCEL") or "auto"
