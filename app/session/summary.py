@@ -1,0 +1,62 @@
+"""The summary a finished session leaves: what ran, how long, how late, how much."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from app.session.models import LoadedModels
+from app.session.options import SessionOptions
+
+
+def printable_path(path):
+    """A path as text that any UTF-8 output takes: bytes a file name holds that are not UTF-8
+    (kept by Python as lone surrogates) become U+FFFD."""
+    if not isinstance(path, str):
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def session_mode(kind: str, opts: SessionOptions, live: bool) -> str:
+    """``engine/pace``: engine serial | pipeline | cloud; pace live, realtime or fast (a local
+    file), file (a file sent to the cloud, which sets its own pace)."""
+    if kind == "cloud":
+        return "cloud/live" if live else "cloud/file"
+    engine = "serial" if opts.serial else "pipeline"
+    return f"{engine}/" + ("live" if live else "realtime" if opts.realtime else "fast")
+
+
+def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_s: float,
+                 opts: SessionOptions, source: str, interrupted: bool, mode: str | None = None) -> dict:
+    lat = pipe.tracker.summary()
+    segs = pipe.record.segments
+    stats = pipe.stage_stats()
+    busy = sum(v.get("busy_s", 0.0) for v in stats.values() if isinstance(v, dict))
+    durations = [s["src_end"] - s["src_start"] for s in segs]
+    spec, policy = getattr(pipe, "speculation", None), getattr(pipe, "policy", None)
+    return {
+        "pair": models.plan.pair,
+        "mode": mode or session_mode(pipe.kind, opts, live=False),
+        "models": models.plan.models,
+        "input": printable_path(source),
+        "audio_s": round(audio_s, 3),
+        "wall_s": round(wall_s, 3),
+        "rtf": round(busy / audio_s, 3) if audio_s else None,
+        "cpu_rtf": round(cpu_s / audio_s, 3) if audio_s else None,
+        "wall_rtf": round(wall_s / audio_s, 3) if audio_s else None,
+        "load_s": round(models.load_s, 2),
+        "warmup_s": round(models.warm_s, 2),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "interrupted": interrupted,
+        "segments": segs,
+        "mean_segment_s": round(sum(durations) / len(durations), 3) if durations else 0.0,
+        "latency_ms": lat,
+        "simuleval": pipe.tracker.simul_eval(),
+        "stages": stats,
+        "threads": {"asr": opts.threads or os.cpu_count(), "mt": 1, "tts": 1},
+        "accel": models.accel,
+        "speculation": spec.summary() if spec is not None else {"mode": opts.speculative, "drafts": 0},
+        "degradation": ({"policy": "on", **policy.summary(policy.clock.now())} if policy is not None else
+                        {"policy": "off", "level": 0, "seconds_at_level": {"0": round(wall_s, 3)},
+                         "transitions": []}),
+    }
