@@ -1,5 +1,5 @@
 import sys
 
-from app.cli import main
+from app.main import main
 
 sys.exit(main())

@@ -5,6 +5,6 @@ import sys
 
 if __name__ == "__main__":
     multiprocessing.freeze_support()
-    from app.cli import main
+    from app.main import main
 
     sys.exit(main())

@@ -26,7 +26,7 @@ def session_mode(kind: str, opts: SessionOptions, live: bool) -> str:
     return f"{engine}/" + ("live" if live else "realtime" if opts.realtime else "fast")
 
 
-def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_s: float,
+def make_summary(models: LoadedModels | None, pipe, audio_s: float, wall_s: float, cpu_s: float,
                  opts: SessionOptions, source: str, interrupted: bool, mode: str | None = None) -> dict:
     lat = pipe.tracker.summary()
     segs = pipe.record.segments
@@ -34,18 +34,23 @@ def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_
     busy = sum(v.get("busy_s", 0.0) for v in stats.values() if isinstance(v, dict))
     durations = [s["src_end"] - s["src_start"] for s in segs]
     spec, policy = getattr(pipe, "speculation", None), getattr(pipe, "policy", None)
+    if models is None:  # a cloud session without local models: the server's are not known here
+        pair, used, load_s, warm_s, accel = opts.pair, {}, 0.0, 0.0, "none"
+    else:
+        pair, used, accel = models.plan.pair, models.plan.models, models.accel
+        load_s, warm_s = models.load_s, models.warm_s
     return {
-        "pair": models.plan.pair,
+        "pair": pair,
         "mode": mode or session_mode(pipe.kind, opts, live=False),
-        "models": models.plan.models,
+        "models": used,
         "input": printable_path(source),
         "audio_s": round(audio_s, 3),
         "wall_s": round(wall_s, 3),
         "rtf": round(busy / audio_s, 3) if audio_s else None,
         "cpu_rtf": round(cpu_s / audio_s, 3) if audio_s else None,
         "wall_rtf": round(wall_s / audio_s, 3) if audio_s else None,
-        "load_s": round(models.load_s, 2),
-        "warmup_s": round(models.warm_s, 2),
+        "load_s": round(load_s, 2),
+        "warmup_s": round(warm_s, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "interrupted": interrupted,
         "segments": segs,
@@ -54,7 +59,7 @@ def make_summary(models: LoadedModels, pipe, audio_s: float, wall_s: float, cpu_
         "simuleval": pipe.tracker.simul_eval(),
         "stages": stats,
         "threads": {"asr": opts.threads or os.cpu_count(), "mt": 1, "tts": 1},
-        "accel": models.accel,
+        "accel": accel,
         "speculation": spec.summary() if spec is not None else {"mode": opts.speculative, "drafts": 0},
         "degradation": ({"policy": "on", **policy.summary(policy.clock.now())} if policy is not None else
                         {"policy": "off", "level": 0, "seconds_at_level": {"0": round(wall_s, 3)},

@@ -8,14 +8,23 @@ segment is translated and spoken) and summarise. Stop only sets an event; the wi
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass, field
 
+import psutil
 from PySide6.QtCore import QObject, Signal
 
-from app import session
+from app.audio.files import load_audio
+from app.audio.live import DeviceDub, LiveSource
+from app.cloud.client import CloudClient
+from app.core.audio import SR
 from app.core.errors import ModelDamaged, ModelMissing, UserError
+from app.session.build import build_pipeline
+from app.session.models import LoadedModels, check_models, load_models
+from app.session.options import SessionOptions
+from app.session.runner import FileSource, run_session
 from app.ui.gauges import GaugeSnapshot
 
 log = logging.getLogger("relay.ui")
@@ -25,7 +34,7 @@ FILE_SOURCE = "file"
 @dataclass
 class StartRequest:
     source: str  # FILE_SOURCE or a capture device id
-    opts: session.SessionOptions
+    opts: SessionOptions
     file_path: str = ""
     dub: bool = True
     dub_device: str | None = None  # None: keep the dub in memory (export as WAV)
@@ -55,7 +64,7 @@ class SessionController(QObject):
         self.pipe = None
         self.live = None
         self.request: StartRequest | None = None
-        self._models: dict[tuple, session.LoadedModels] = {}
+        self._models: dict[tuple, LoadedModels] = {}
         self._preloading: tuple[tuple, threading.Thread] | None = None  # (key, loader thread)
         self.preloaded_at: float | None = None  # epoch seconds the last background load ended
         self._stop = threading.Event()
@@ -76,7 +85,7 @@ class SessionController(QObject):
         self._worker = threading.Thread(target=self._run, args=(req,), name="relay-session", daemon=True)
         self._worker.start()
 
-    def preload(self, opts: session.SessionOptions) -> bool:
+    def preload(self, opts: SessionOptions) -> bool:
         """Load the models ``opts`` needs in the background (at launch, or when the pair changes),
         so that Start finds them ready. Nothing happens when they are loaded already, while a
         session runs, or when a pack is missing (Start reports that, with the install command).
@@ -84,7 +93,7 @@ class SessionController(QObject):
         if self.busy or (self._preloading is not None and self._preloading[1].is_alive()):
             return False
         try:
-            plan = session.check_models(opts)
+            plan = check_models(opts)
         except (ModelMissing, ModelDamaged, UserError):
             return False
         key = self._key(plan, opts)
@@ -93,7 +102,7 @@ class SessionController(QObject):
 
         def load():
             try:
-                models = session.load_models(opts, plan=plan)
+                models = load_models(opts, plan=plan)
             except Exception as e:  # Start loads again and reports the error then
                 log.warning("preloading the models failed: %s", e)
                 return
@@ -183,15 +192,48 @@ class SessionController(QObject):
 
     def _session(self, req: StartRequest):
         opts = req.opts
-        audio = None
         if req.source == FILE_SOURCE:
             if not req.file_path:
                 raise UserError("choose an audio file first")
             self.status.emit("Reading the audio file…")
-            from app.audio.files import load_audio
-
             audio = load_audio(req.file_path, accel=opts.accel_request)
-        plan = session.check_models(opts)
+            source = FileSource(audio, req.file_path, realtime=True)
+            label = f"Interpreting {os.path.basename(req.file_path)} ({len(audio) / SR:.0f} s)"
+        else:
+            opts.realtime = True  # a live source has its own pace
+            source = LiveSource(req.source, dub_device=req.dub_device if req.dub else None,
+                                passthrough=req.passthrough, duck=req.duck, volume=req.volume)
+            label = f"Listening to {req.source}"
+        models = self._models_for(opts)
+        if models is None:
+            return "cancelled", None
+        if source.live:
+            source.accel = models.accel  # resample with the kernels the models' front-end uses
+        elif req.dub and req.dub_device and models.tts is not None:
+            source.dub = DeviceDub(req.dub_device, volume=req.volume, accel=models.accel)
+        if req.cloud:
+            url, token, ca = req.cloud
+            running = CloudClient(url, token, ca or None, opts=opts, models=models, fallback=True,
+                                  auto_return=True, on_status=self.cloud_status.emit)
+        else:
+            running = build_pipeline(models, opts)
+
+        def started(s) -> None:
+            self._started.emit(s)
+            self.status.emit(label)
+
+        self.live = source if source.live else None
+        try:
+            summary = run_session(running, models, opts, source, sinks=[self.bridge], stop=self._stop,
+                                  on_started=started)
+        finally:
+            self.live = None
+        return "summary", summary
+
+    def _models_for(self, opts: SessionOptions):
+        """The models ``opts`` needs: the preloaded set, or loaded now (kept for the next Start);
+        None when Stop was pressed while they loaded."""
+        plan = check_models(opts)
         key = self._key(plan, opts)
         pre = self._preloading
         if pre is not None and pre[1].is_alive():  # never two sets of models loading at once
@@ -199,111 +241,12 @@ class SessionController(QObject):
             while pre[1].is_alive() and not self._stop.is_set():
                 pre[1].join(0.1)
             if self._stop.is_set():
-                return "cancelled", None
+                return None
         models = self._models.get(key)
         if models is None:
-            models = session.load_models(opts, lambda m: self.status.emit(m[:1].upper() + m[1:]), plan=plan)
+            models = load_models(opts, lambda m: self.status.emit(m[:1].upper() + m[1:]), plan=plan)
             self._models = {key: models}  # one set in memory at a time
-        if self._stop.is_set():
-            return "cancelled", None
-        if audio is not None:
-            return self._run_file(models, opts, audio, req)
-        return self._run_live(models, opts, req)
-
-    def _cloud_client(self, models, opts, req: StartRequest):
-        """A CloudClient for this session (warm local models for the fallback), or None."""
-        if not req.cloud:
-            return None
-        from app.cloud.client import CloudClient
-
-        url, token, ca = req.cloud
-        return CloudClient(url, token, ca or None, opts=opts, models=models, fallback=True, auto_return=True,
-                           on_status=self.cloud_status.emit)
-
-    def _run_file(self, models, opts, audio, req: StartRequest):
-        client = self._cloud_client(models, opts, req)
-        try:
-            return self._run_file_on(client or session.build_pipeline(models, opts), models, opts, audio, req)
-        finally:
-            if client is not None:
-                client.close()
-
-    def _run_file_on(self, pipe, models, opts, audio, req: StartRequest):
-        import os
-
-        pipe.bus.subscribe(self.bridge)
-        player = self._player_for(pipe, models, req)
-        cpu0 = time.process_time()
-        if hasattr(pipe, "connect"):  # cloud: opens the server session, or falls back at once
-            pipe.connect()
-        else:
-            pipe.start()
-        t0 = pipe.clock.now()
-        if player is not None:
-            player.start()
-        self._started.emit(pipe)
-        self.status.emit(f"Interpreting {os.path.basename(req.file_path)} ({len(audio) / session.SR:.0f} s)")
-        interrupted = session.feed_array(pipe, audio, realtime=True, stop=self._stop)
-        fed_s = min(len(audio), pipe.ring.written) / session.SR
-        error = None
-        try:
-            pipe.finish()
-        except Exception as e:  # PipelineError: keep what was processed
-            error = str(e)
-        if player is not None:
-            player.drain(min(20.0, player.pending_s() + 2.0))
-            player.stop()
-        summary = session.make_summary(models, pipe, fed_s, (pipe.finished_at or pipe.clock.now()) - t0,
-                                       time.process_time() - cpu0, opts, req.file_path, interrupted)
-        if hasattr(pipe, "connect"):
-            summary["mode"] = "cloud/file"
-        if error:
-            summary["error"] = error
-        return "summary", summary
-
-    def _player_for(self, pipe, models, req: StartRequest):
-        """Play the dub of a file session on an output device (app.audio's DubPlayer)."""
-        if not (req.dub and req.dub_device) or models.tts is None:
-            return None
-        try:
-            from app.audio.devices import resolve
-            from app.audio.playback import DubPlayer
-        except ImportError:
-            return None
-        sink = resolve(req.dub_device, output=True)
-        offset = time.monotonic() - pipe.clock.now()
-        player = DubPlayer(sink, accel=models.accel, publish=pipe.bus.publish,
-                           to_pipe_clock=lambda t: t - offset, volume=req.volume)
-        pipe.tracker.dub_from_playback = True
-        pipe.bus.subscribe(player)
-        return player
-
-    def _run_live(self, models, opts, req: StartRequest):
-        try:
-            from app.audio.live import LiveSession
-        except ImportError:
-            raise UserError("live capture is not available in this build; choose an audio file") from None
-        client = self._cloud_client(models, opts, req)
-        try:
-            live = LiveSession(models, opts, req.source, dub_device=req.dub_device if req.dub else None,
-                               passthrough=req.passthrough, duck=req.duck, volume=req.volume, pipe=client)
-            live.pipe.bus.subscribe(self.bridge)
-            live.start()
-        except BaseException:
-            if client is not None:
-                client.close()
-            raise
-        self.live = live
-        self._started.emit(live.pipe)
-        self.status.emit(f"Listening to {req.source}")
-        self._stop.wait()
-        try:
-            summary = live.stop()
-        finally:
-            self.live = None
-            if client is not None:
-                client.close()
-        return "summary", summary
+        return None if self._stop.is_set() else models
 
     # -- gauges (GUI timer) ------------------------------------------------------------------
     def snapshot(self, with_percentiles: bool = True) -> GaugeSnapshot | None:
@@ -326,7 +269,7 @@ class SessionController(QObject):
             s.queues["segments"] = len(pipe.seg_q)
         if getattr(pipe, "tts_q", None) is not None:
             s.queues["translations"] = len(pipe.tts_q)
-        s.audio_s = pipe.ring.written / session.SR
+        s.audio_s = pipe.ring.written / SR
         if s.audio_s > 1:
             busy = sum(v.get("busy_s", 0.0) for v in pipe.stage_stats().values() if isinstance(v, dict))
             s.rtf = busy / s.audio_s
@@ -335,8 +278,6 @@ class SessionController(QObject):
 
     def _process_usage(self):
         try:
-            import psutil
-
             if self._proc is None:
                 self._proc = psutil.Process()
                 self._proc.cpu_percent(None)

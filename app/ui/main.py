@@ -6,6 +6,13 @@ import logging
 import os
 import sys
 
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from app.session.options import DEMO_CLIP
+from app.ui.settings import APP, ORG
+from app.ui.window import MainWindow
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 APP_NAME = "Relay"
@@ -13,10 +20,6 @@ GIL_SWITCH_S = 0.002
 
 
 def make_app(argv: list[str]):
-    from PySide6.QtWidgets import QApplication
-
-    from app.ui.settings import APP, ORG
-
     # the GUI thread competes for the GIL with the pipeline's Python code: a shorter switch
     # interval (default 5 ms) bounds how long a repaint or input event waits for it
     sys.setswitchinterval(GIL_SWITCH_S)
@@ -48,15 +51,9 @@ def run_gui(argv: list[str], demo: bool = False) -> int:
         print(f"relay: cannot open the window ({e}); for files without a screen use: relay run --input FILE",
               file=sys.stderr)
         return 2
-    from app.ui.window import MainWindow
-
     win = MainWindow()
     win.show()
     if demo:
-        from PySide6.QtCore import QTimer
-
-        from app.session import DEMO_CLIP
-
         win.set_file(str(DEMO_CLIP))
         QTimer.singleShot(0, win.start_session)
     return app.exec()

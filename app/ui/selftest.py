@@ -23,9 +23,21 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 
+import numpy as np
+import psutil
+
+from app.accel.kernel_cache import compile_stats
+from app.audio.files import load_audio
+from app.core.audio import SR
 from app.core.errors import UserError
+from app.pipeline.messages import DubChunk, Translation
+from app.session.build import build_pipeline
+from app.session.models import load_models
+from app.session.options import DEMO_CLIP, SessionOptions
+from app.session.runner import FileSource, run_session
 
 CLIP_S = 20.0  # the demo's first 20 s: a greeting, a sound check and the third-quarter sales
 # what the first 20 s of the demo says (tests/integration/test_run_cli.py checks the same words)
@@ -47,8 +59,6 @@ class FirstSubtitle:
     text: str = ""
 
     def __call__(self, ev) -> None:
-        from app.pipeline.messages import Translation
-
         if self.at is None and isinstance(ev, Translation) and not ev.preview and (ev.target or "").strip():
             self.at = time.time()
             self.text = ev.target.strip()
@@ -56,8 +66,6 @@ class FirstSubtitle:
 
 def launch_time() -> float:
     """When this process started (epoch seconds), so timings include interpreter start-up."""
-    import psutil
-
     return psutil.Process().create_time()
 
 
@@ -67,13 +75,13 @@ def open_window(launched: float, log) -> tuple[float, object, float | None]:
     its first paint, and the models that background load produced with the seconds from launch
     to when they were ready (None, None when it did not produce them)."""
     os.environ["QT_QPA_PLATFORM"] = "offscreen"  # a self-test never puts a window on the screen
-    from PySide6.QtCore import QEvent, QEventLoop, QObject, QSettings
+    from PySide6.QtCore import QEvent, QEventLoop, QObject, QSettings  # Qt only for the window check
 
-    from app.ui.main import make_app
+    from app.ui.main import make_app  # Qt only for the window check (--no-window runs without it)
 
     app = make_app([])
-    from app.ui.settings import Settings
-    from app.ui.window import MainWindow
+    from app.ui.settings import Settings  # Qt only for the window check
+    from app.ui.window import MainWindow  # Qt only for the window check
 
     class PaintProbe(QObject):
         """Sees the paint event Qt sends to the window's native surface (widgets paint inside it)."""
@@ -117,34 +125,26 @@ def open_window(launched: float, log) -> tuple[float, object, float | None]:
 
 def run_pipeline(launched: float, clip_s: float, log, models=None, models_ready: float | None = None) -> dict:
     """Load the models (unless the window's background load did), interpret the demo's first
-    ``clip_s`` seconds at real-time pace, check it."""
-    import numpy as np
-
-    from app import session
-    from app.audio.files import load_audio
-    from app.pipeline.messages import DubChunk
-
-    opts = session.SessionOptions(pair="zh-en", realtime=True)
-    if not session.DEMO_CLIP.is_file():
-        raise SelfTestFailed(f"the bundled demo clip is missing ({session.DEMO_CLIP})")
-    audio = load_audio(session.DEMO_CLIP)[: int(clip_s * session.SR)]
+    ``clip_s`` seconds at real-time pace through the session runner, check it."""
+    opts = SessionOptions(pair="zh-en", realtime=True)
+    if not DEMO_CLIP.is_file():
+        raise SelfTestFailed(f"the bundled demo clip is missing ({DEMO_CLIP})")
+    audio = load_audio(DEMO_CLIP)[: int(clip_s * SR)]
     preloaded = models is not None and models.plan.pair == opts.pair and models.tts is not None
     if not preloaded:
-        models = session.load_models(opts, log)
+        models = load_models(opts, log)
         models_ready = time.time() - launched
     log(f"self-test: models ready {models_ready:.2f} s after launch (accel {models.accel})")
 
-    pipe = session.build_pipeline(models, opts)
     first = FirstSubtitle()
     dub: list[DubChunk] = []
-    pipe.bus.subscribe(first)
-    pipe.bus.subscribe(lambda ev: dub.append(ev) if isinstance(ev, DubChunk) else None)
-    pipe.start()
     fed_at = time.time()
-    session.feed_array(pipe, audio, realtime=True)
-    pipe.finish()
+    summary = run_session(build_pipeline(models, opts), models, opts, FileSource(audio, str(DEMO_CLIP)),
+                          sinks=[first, lambda ev: dub.append(ev) if isinstance(ev, DubChunk) else None])
+    if "error" in summary:
+        raise SelfTestFailed(f"the pipeline failed: {summary['error']}")
 
-    segments = pipe.record.segments
+    segments = summary["segments"]
     source = "".join(s["source"] for s in segments)
     target = " ".join(s["target"] or "" for s in segments)
     for zh in EXPECT_SOURCE:
@@ -170,7 +170,7 @@ def run_pipeline(launched: float, clip_s: float, log, models=None, models_ready:
         "load_s": round(models.load_s, 3),
         "warmup_s": round(models.warm_s, 3),
         "accel": models.accel,
-        "clip_s": round(len(audio) / session.SR, 3),
+        "clip_s": round(len(audio) / SR, 3),
         "segments": len(segments),
         "dub_chunks": len(spoken),
         "first_subtitle": first.text,
@@ -197,12 +197,8 @@ def run(window: bool = True, clip_s: float = CLIP_S, out=sys.stdout, err=sys.std
         return _fail(result, str(e), out, err)
     except Exception as e:  # a missing library or data file in a bundle ends up here
         if os.environ.get("RELAY_SELFTEST_TRACEBACK"):  # for whoever is fixing the bundle
-            import traceback
-
             traceback.print_exc(file=err)
         return _fail(result, describe(e), out, err)
-    from app.accel.kernel_cache import compile_stats
-
     k = compile_stats()  # Numba kernels loaded from the cache vs compiled during this launch
     if k:
         result["kernels_from_cache"], result["kernels_compiled"] = k["from_cache"], k["compiled"]
@@ -215,8 +211,6 @@ def run(window: bool = True, clip_s: float = CLIP_S, out=sys.stdout, err=sys.std
 
 def describe(e: BaseException) -> str:
     """One line: the exception, its first message line, and where it was raised."""
-    import traceback
-
     lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
     msg = lines[-1] if lines else ""  # a long message ends with what went wrong (numpy's "Original error")
     if isinstance(e, ImportError) and e.name and e.name not in msg:

@@ -1,0 +1,31 @@
+"""The `relay` entry point: the command line, with the desktop window and the self-test handed in.
+
+app.cli and app.ui are siblings that never import each other; this launcher sits above both.
+Qt is imported only when the window is asked for, after its system libraries were checked, so
+the command line runs on machines without a display or Qt's xcb libraries."""
+
+from __future__ import annotations
+
+import sys
+
+from app.cli.commands import main as cli_main
+
+
+def _window(demo: bool) -> int:
+    from app.ui.main import run_gui  # Qt loads only for the window (see the module docstring)
+
+    return run_gui([], demo=demo)
+
+
+def _self_test(with_window: bool) -> int:
+    from app.ui.selftest import run  # Qt loads only for the window (see the module docstring)
+
+    return run(window=with_window)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli_main(argv, window=_window, self_test=_self_test)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
