@@ -23,17 +23,18 @@ from tests.integration.test_cloud_faults import FaultProxy  # noqa: E402
 
 def sessions(url, cert, n, audio, hb_timeout=5.0):
     from app.cloud.client import CloudClient
-    from app.session import SessionOptions, feed_array
+    from app.session.options import SessionOptions
+    from app.session.runner import feed_array
 
     lat, clients = [], []
 
     def one():
         c = CloudClient(url, TOKEN, cert, opts=SessionOptions(pair="zh-en", no_tts=True), fallback=False,
                         heartbeat_timeout=hb_timeout)
-        c.connect()
+        c.start()
         feed_array(c, audio, realtime=True)
         c.finish(300)
-        c.close()
+        c.abort()
         clients.append(c)
 
     threads = [threading.Thread(target=one) for _ in range(n)]
@@ -50,17 +51,17 @@ def sessions(url, cert, n, audio, hb_timeout=5.0):
 
 def cuts(url, cert, models, audio, k):
     from app.cloud.client import CloudClient
-    from app.session import SessionOptions
+    from app.session.options import SessionOptions
 
     out, spurious = [], 0
     for _ in range(k):
         proxy = FaultProxy(int(url.rsplit(":", 1)[1]))
         c = CloudClient(f"wss://127.0.0.1:{proxy.port}", TOKEN, cert, opts=SessionOptions(pair="zh-en", no_tts=True),
                         models=models, heartbeat_timeout=0.2)
-        c.connect()
+        c.start()
         block = 1600
         for i, off in enumerate(range(0, len(audio), block)):
-            c.send_audio(audio[off:off + block])
+            c.push_audio(audio[off:off + block])
             if i == 15:
                 proxy.cut()
             time.sleep(0.1)
@@ -73,7 +74,7 @@ def cuts(url, cert, models, audio, k):
             abs_sw = time.monotonic() - c.clock.now() + c.switches[0]["at_s"]
             out.append((abs_sw - proxy.fault_at) * 1000)
         c.finish(60)
-        c.close()
+        c.abort()
         proxy.close()
     a = np.asarray(out)
     return {"cuts": k, "switched": len(out), "spurious_before_cut": spurious, "p50_ms": round(float(np.percentile(a, 50)), 1),
@@ -87,7 +88,8 @@ def main():
     ap.add_argument("--clip", default="zh_05.wav")
     a = ap.parse_args()
     from app.audio.files import load_audio
-    from app.session import SessionOptions, load_models
+    from app.session.models import load_models
+    from app.session.options import SessionOptions
 
     audio = load_audio(str(ROOT / "tests" / "data" / a.clip))
     res = {"clip": a.clip, "audio_s": round(len(audio) / 16000, 2), "sessions": {}}

@@ -86,21 +86,25 @@ def main() -> int:
         raise SystemExit("--minutes must be positive")
     if args.faults:
         os.environ["RELAY_FAULTS"] = args.faults
-    from app import session
     from app.core import memory
+    from app.core.audio import SR
+    from app.session.build import build_pipeline
+    from app.session.models import load_models
+    from app.session.options import SessionOptions
+    from app.session.runner import feed_array
     from app.audio.files import load_audio
 
     if not args.no_memory_tuning:
         memory.tune_allocator()  # what `relay` does first thing (app/memory.py)
     clips = [load_audio(c) for c in args.clips]
-    loop_s = sum(len(c) for c in clips) / session.SR
-    opts = session.SessionOptions(pair=args.pair, realtime=True)
-    models = session.load_models(opts, lambda m: print(m, file=sys.stderr, flush=True))
+    loop_s = sum(len(c) for c in clips) / SR
+    opts = SessionOptions(pair=args.pair, realtime=True)
+    models = load_models(opts, lambda m: print(m, file=sys.stderr, flush=True))
     import psutil
 
     proc = psutil.Process()
     before = {"threads": threading.active_count(), "fds": proc.num_fds()}
-    pipe = session.build_pipeline(models, opts)
+    pipe = build_pipeline(models, opts)
     pipe.record.keep_dub_audio = args.keep_dub
     sampler = Sampler(args.sample_s, pipe.clock.now)
     pipe.start()
@@ -113,9 +117,9 @@ def main() -> int:
             left = end - time.monotonic()
             if left <= 0:
                 break
-            part = clip[: int(left * session.SR)] if left * session.SR < len(clip) else clip
-            session.feed_array(pipe, part, realtime=True)
-            fed_s += len(part) / session.SR
+            part = clip[: int(left * SR)] if left * SR < len(clip) else clip
+            feed_array(pipe, part, realtime=True)
+            fed_s += len(part) / SR
         loops += 1
         if baseline is None:
             baseline = sampler.sample()

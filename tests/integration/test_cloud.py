@@ -218,7 +218,8 @@ def test_fuzzed_frames_get_error_frames_never_a_crash(server, msg):
 
 def test_concurrent_sessions_in_different_directions_are_isolated(server):
     from app.cloud.client import CloudClient
-    from app.session import SessionOptions, feed_array
+    from app.session.options import SessionOptions
+    from app.session.runner import feed_array
     from app.audio.files import load_audio
 
     runs = {}
@@ -228,10 +229,10 @@ def test_concurrent_sessions_in_different_directions_are_isolated(server):
         c = CloudClient(server.url, TOKEN, server.cert, opts=opts, fallback=False)
         events = []
         c.bus.subscribe(events.append)
-        c.connect()
+        c.start()
         feed_array(c, load_audio(str(DATA / clip)), realtime=False)
         c.finish(300)
-        c.close()
+        c.abort()
         runs[pair] = (c, events)
 
     threads = [threading.Thread(target=run, args=a) for a in (("zh-en", "zh_05.wav"), ("en-en", "jfk.wav"))]

@@ -46,7 +46,7 @@ class FaultProxy:
             except OSError:
                 return
             if self.refusing:
-                c.close()
+                c.abort()
                 continue
             s = socket.create_connection(("127.0.0.1", self.target))
             self.conns += [c, s]
@@ -87,7 +87,7 @@ class FaultProxy:
         for c in list(self.conns):
             try:
                 c.shutdown(socket.SHUT_RDWR)
-                c.close()
+                c.abort()
             except OSError:
                 pass
         self.conns.clear()
@@ -102,7 +102,8 @@ class FaultProxy:
 
 @pytest.fixture(scope="module")
 def models():
-    from app.session import SessionOptions, load_models
+    from app.session.models import load_models
+    from app.session.options import SessionOptions
 
     return load_models(SessionOptions(pair="zh-en", no_tts=True))
 
@@ -111,7 +112,9 @@ def models():
 def reference(models):
     """The local pipeline's segments on the clip: the speech the fallback must cover, in time."""
     from app.audio.files import load_audio
-    from app.session import SessionOptions, build_pipeline, feed_array
+    from app.session.build import build_pipeline
+    from app.session.options import SessionOptions
+    from app.session.runner import feed_array
 
     opts = SessionOptions(pair="zh-en", no_tts=True)
     pipe = build_pipeline(models, opts)
@@ -131,18 +134,19 @@ def server(tmp_path_factory):
 def run_with_fault(url, cert, models, fault, at_s, auto_return=False):
     from app.audio.files import load_audio
     from app.cloud.client import CloudClient
-    from app.session import SessionOptions, feed_array
+    from app.session.options import SessionOptions
+    from app.session.runner import feed_array
 
     opts = SessionOptions(pair="zh-en", no_tts=True)
     statuses = []
     c = CloudClient(url, TOKEN, cert, opts=opts, models=models, heartbeat_timeout=HB_TIMEOUT,
                     auto_return=auto_return, on_status=statuses.append)
-    c.connect()
+    c.start()
     timer = threading.Timer(at_s, fault)
     timer.start()
     feed_array(c, load_audio(str(DATA / CLIP)), realtime=True)
     c.finish(120)
-    c.close()
+    c.abort()
     timer.cancel()
     return c, statuses
 

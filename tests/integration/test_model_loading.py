@@ -14,14 +14,15 @@ pytestmark = pytest.mark.models
 
 PROBE = r"""
 import sys
-from app import session
+from app.session import models as session
+from app.session.options import SessionOptions
 seen = {}
 def record(loaders):
     seen.update({m: m in sys.modules for m in ("faster_whisper.utils", "app.backends.whisper_ct2",
                  "app.backends.silero_vad", "app.backends.opus_ct2", "app.backends.piper_tts")})
     raise SystemExit(0 if all(seen.values()) else print(seen) or 3)
 session._load_parallel = record
-session.load_models(session.SessionOptions(pair="zh-en"))
+session.load_models(SessionOptions(pair="zh-en"))
 """
 
 
@@ -34,8 +35,9 @@ def test_model_libraries_are_imported_before_the_parallel_loads():
 def test_the_voice_is_loaded_once_with_our_thread_settings(monkeypatch):
     import onnxruntime
 
-    from app import session
     from app.models.loader import load_tts
+    from app.session.models import check_models
+    from app.session.options import SessionOptions
 
     made = []
     real = onnxruntime.InferenceSession
@@ -45,7 +47,7 @@ def test_the_voice_is_loaded_once_with_our_thread_settings(monkeypatch):
         return real(*a, **kw)
 
     monkeypatch.setattr(onnxruntime, "InferenceSession", counting)
-    tts = load_tts(session.check_models(session.SessionOptions(pair="zh-en")), threads=1)
+    tts = load_tts(check_models(SessionOptions(pair="zh-en")), threads=1)
     assert len(made) == 1 and made[0].intra_op_num_threads == 1
     audio = next(iter(tts.synthesize("Good morning, everyone.")))
     assert len(audio) > 0.5 * tts.sample_rate and abs(audio).max() > 0.1

@@ -159,7 +159,8 @@ def test_first_commit_margin_defaults_and_bounds():
     import pytest
 
     from app.core.errors import UserError
-    from app.session import SessionOptions, asr_defaults
+    from app.session.options import SessionOptions
+    from app.session.tuning import asr_defaults
 
     assert asr_defaults("zh") == (0.25, 0.25, 0.75, 0.0)
     assert asr_defaults("en") == (0.5, 0.0, 0.0, 0.0)
@@ -175,7 +176,7 @@ def test_first_commit_margin_defaults_and_bounds():
 
 
 def test_mt_beam_defaults_greedy_for_pieces_and_beam_search_for_whole_sentences():
-    from app.session import SessionOptions
+    from app.session.options import SessionOptions
 
     assert SessionOptions(pair="zh-en").mt_beam == 1
     assert SessionOptions(pair="zh-en", serial=True).mt_beam == 4
