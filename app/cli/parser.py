@@ -78,7 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--policy", choices=("on", "off"), default="on", help="adaptive degradation under load")
     # cloud mode (app/cloud/)
     r.add_argument("--cloud", metavar="URL", help="run on a Relay server (wss://HOST:PORT), local fallback")
-    r.add_argument("--token", help="access token for --cloud")
+    r.add_argument("--token", help="access token for --cloud (visible to other users in `ps`: prefer "
+                                   "--token-file or $RELAY_TOKEN)")
+    r.add_argument("--token-file", metavar="FILE", help="read the access token for --cloud from this file")
     r.add_argument("--ca", metavar="CERT", help="trust this (self-signed) server certificate")
     r.add_argument("--no-fallback", action="store_true", help="a cloud failure is an error instead of a local fallback")
     r.add_argument("-v", "--verbose", action="store_true")

@@ -52,9 +52,9 @@ def cmd_run(args) -> int:
     _check_combinations(args)
     token = None
     if args.cloud:
-        token = args.token or os.environ.get("RELAY_TOKEN")
+        token = args.token or _read_token(args.token_file) or os.environ.get("RELAY_TOKEN")
         if not token:
-            raise UserError("--cloud needs an access token: --token T (or $RELAY_TOKEN)")
+            raise UserError("--cloud needs an access token: --token-file FILE, $RELAY_TOKEN or --token T")
     opts = options_from_args(args)
     if args.source:
         opts.realtime = True  # a live source has its own pace
@@ -101,6 +101,19 @@ def cmd_run(args) -> int:
     if "error" in summary:
         raise UserError(f"pipeline failed: {summary['error']}")
     return 0
+
+
+def _read_token(path: str | None) -> str | None:
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as e:
+        raise UserError(f"{path}: cannot read the token file ({e.strerror})") from None
+    if not token or "\n" in token:
+        raise UserError(f"{path}: the token file must hold one token")
+    return token
 
 
 def _sinks(args, source) -> list:

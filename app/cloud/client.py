@@ -55,6 +55,9 @@ from app.pipeline.ringbuffer import AudioRing
 
 log = logging.getLogger("relay.cloud.client")
 FAST_AHEAD_S = 20.0  # fast mode: at most this much unanswered audio in flight
+OUTBOX_MAX_S = 30.0  # audio waiting to be sent; past it the link counts as lost (local fallback)
+REORDER_MAX = 1024  # events held back for a missing event number; past it the link counts as lost
+GAP_TIMEOUT_S = 2.0  # a missing event number this long while later ones arrive: the server lost it
 RING_S = 120.0
 
 
@@ -244,6 +247,7 @@ class CloudClient(Failover):
         self._answered = start
         self._frame_seq = 0
         self._last_rx = self.clock.now()
+        self._gap_since: float | None = None
         self._done.clear()
 
     def _refeed_point(self) -> int:
@@ -289,6 +293,8 @@ class CloudClient(Failover):
             data = P.encode_audio(self._frame_seq, start + off, samples[off:off + block], self.compress)
             self._frame_seq += 1
             self._loop.call_soon_threadsafe(self._out.put_nowait, data)
+        if self._out.qsize() * block > OUTBOX_MAX_S * SR:
+            self._loop.call_soon_threadsafe(self._lost, "the link does not take the audio fast enough", self._ws)
 
     async def _sender(self, ws) -> None:
         while True:
@@ -304,6 +310,8 @@ class CloudClient(Failover):
             await asyncio.sleep(0.01)
             if self.clock.now() - self._last_rx > self.heartbeat_timeout:
                 self._lost(f"no heartbeat for {self.heartbeat_timeout * 1000:.0f} ms", ws)
+                return
+            if self._gap_lost():
                 return
 
     async def _reader(self, ws) -> None:
@@ -352,6 +360,21 @@ class CloudClient(Failover):
             it = self._reorder.pop(self._next_n)
             self._next_n += 1
             self._deliver_cloud(*it)
+        if not self._reorder:
+            self._gap_since = None
+        elif self._gap_since is None:
+            self._gap_since = self.clock.now()
+        self._gap_lost()
+
+    def _gap_lost(self) -> bool:
+        """A missing event number that does not come (the reorder buffer overflows, or the gap
+        outlasts GAP_TIMEOUT_S) ends the cloud session like a dead link: the local pipeline
+        takes over from the audio the server had answered."""
+        since = self._gap_since
+        if since is None or (len(self._reorder) <= REORDER_MAX and self.clock.now() - since <= GAP_TIMEOUT_S):
+            return False
+        self._lost(f"event {self._next_n} never came from the server", self._ws)
+        return True
 
     def _deliver_cloud(self, kind: str, d: dict, audio) -> None:
         with self._lock:

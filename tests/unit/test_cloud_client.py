@@ -1,0 +1,79 @@
+"""The cloud client's guards against a server that misbehaves: bounded buffers, no silent stall."""
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from app.cloud import client as C
+from app.cloud.client import CloudClient
+from app.cloud.link import WS_LOG
+from app.session.options import SessionOptions
+
+
+class ManualClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self):
+        return self.t
+
+    def sleep_until(self, t):
+        self.t = max(self.t, t)
+
+
+class FakeWS:
+    def __init__(self):
+        self.transport = SimpleNamespace(aborted=False)
+        self.transport.abort = lambda: setattr(self.transport, "aborted", True)
+
+
+@pytest.fixture()
+def client():
+    clock = ManualClock()
+    c = CloudClient("ws://127.0.0.1:9", "a-token-of-sixteen+", opts=SessionOptions(), fallback=False, clock=clock)
+    c._ws, c._mode = FakeWS(), "cloud"
+    yield c, clock
+    c.abort()
+
+
+def ev(n):
+    return ("ev", {"k": "metric", "name": "x", "value": n, "labels": {}}, None)
+
+
+def test_a_missing_event_number_ends_the_cloud_session_after_the_gap_timeout(client):
+    c, clock = client
+    c._insert(2, ev(2))  # event 1 never comes
+    assert c._mode == "cloud"
+    clock.t = C.GAP_TIMEOUT_S + 0.1
+    c._insert(3, ev(3))
+    assert c._mode == "failed" and "event 1 never came" in c.error
+
+
+def test_the_reorder_buffer_is_bounded(client):
+    c, _ = client
+    for n in range(2, C.REORDER_MAX + 3):
+        c._insert(n, ev(n))
+        if c._mode != "cloud":
+            break
+    assert c._mode == "failed" and len(c._reorder) <= C.REORDER_MAX + 1
+
+
+def test_events_in_order_pass_and_a_filled_gap_clears(client):
+    c, clock = client
+    seen = []
+    c.bus.subscribe(seen.append)
+    c._insert(2, ev(2))
+    c._insert(1, ev(1))
+    clock.t = 10.0
+    c._insert(3, ev(3))
+    assert c._mode == "cloud" and c._gap_since is None and c._next_n == 4
+    assert [e.value for e in seen if getattr(e, "name", "") == "x"] == [1.0, 2.0, 3.0]
+
+
+def test_the_websocket_logger_never_logs_headers_at_debug(caplog):
+    """websockets logs every request header (the bearer token too) at DEBUG on this logger."""
+    with caplog.at_level(logging.DEBUG):
+        WS_LOG.debug("> Authorization: Bearer secret-token")
+        WS_LOG.info("connection open")
+    assert "secret-token" not in caplog.text and "connection open" in caplog.text
