@@ -10,6 +10,7 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication
 
 from app.session.options import DEMO_CLIP
+from app.ui.qtdeps import check_qt_runtime
 from app.ui.settings import APP, ORG
 from app.ui.window import MainWindow
 
@@ -45,6 +46,7 @@ def run_gui(argv: list[str], demo: bool = False) -> int:
         print("relay: no screen to open the window on (DISPLAY is not set); without one use: "
               "relay run --input FILE (or --demo)", file=sys.stderr)
         return 2
+    check_qt_runtime()  # a one-line error (exit 2) before Qt's xcb plugin can abort the process
     try:
         app = make_app(argv)
     except Exception as e:  # no display, missing Qt platform plugin
