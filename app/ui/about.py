@@ -13,6 +13,8 @@ from importlib import metadata
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QTextBrowser, QVBoxLayout
 
 from app import __version__
+from app.models import store
+from app.models.catalog import PACKS
 
 APP_LICENCE = "GPL-3.0-or-later"
 
@@ -69,14 +71,10 @@ def library_credits() -> list[Credit]:
 
 def model_credits() -> list[Credit]:
     """The catalogue's packs (installed or not), Silero VAD, and any model the user imported."""
-    from app.models.catalog import PACKS
-
     out = [Credit(p.title, p.id, p.licence, note=p.attribution) for p in PACKS.values()]
     out.append(Credit("Silero VAD v6", "voice activity detection (inside faster-whisper)", "MIT",
                       note="by the Silero team"))
     try:
-        from app.models import store
-
         for pid, inst in store.installed().items():
             if pid not in PACKS:
                 out.append(Credit(pid, f"imported {inst.role} model ({'-'.join(inst.languages)})", inst.licence))
@@ -120,8 +118,6 @@ class AboutDialog(QDialog):
         self.setWindowTitle("About Relay")
         self.setObjectName("aboutDialog")
         if models_folder is None:
-            from app.models import store
-
             models_folder = str(store.models_dir())
         title = QLabel(f"<b>Relay {__version__}</b> — {APP_LICENCE}")
         self.text = QTextBrowser()

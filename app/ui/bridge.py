@@ -14,12 +14,16 @@ import threading
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from app.pipeline.messages import CommittedWords, DubChunk, Metric, Segment, TentativeText, Translation
+from app.pipeline.policy import PolicyTransition
+
+# What the gauges' degradation level shows: the policy's level changes. Other policy and
+# speculation traffic on the bus (PolicySignal, SpeculationEvent) carries no level.
+POLICY_EVENTS = (PolicyTransition,)
 
 
 def is_policy_event(ev) -> bool:
-    """Adaptive-degradation events: a message class named *Policy* or *Degradation* with a level."""
-    name = type(ev).__name__
-    return ("Policy" in name or "Degradation" in name) and hasattr(ev, "level")
+    """An adaptive-degradation level change (``level``, ``reason``), known by its type."""
+    return isinstance(ev, POLICY_EVENTS)
 
 
 class EventBridge(QObject):
@@ -30,7 +34,7 @@ class EventBridge(QObject):
     preview = Signal(object)  # Translation with preview=True
     dub = Signal(object)  # DubChunk
     metric = Signal(object)  # Metric
-    policy = Signal(object)  # degradation-level event (duck-typed: level, reason)
+    policy = Signal(object)  # PolicyTransition: the degradation level changed
     _wake = Signal()
 
     def __init__(self, parent: QObject | None = None):

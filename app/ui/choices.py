@@ -1,9 +1,14 @@
 """What the window offers: language pairs from the installed model packs, audio sources and
-outputs from app.audio's device list (when that package is available)."""
+outputs from app.audio's device list."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from app.audio.devices import list_devices
+from app.core.errors import UserError
+from app.models import store
+from app.models.loader import plan_pair
 
 LANGUAGES = {"zh": "Chinese", "en": "English", "ja": "Japanese", "de": "German", "fr": "French",
              "es": "Spanish", "ru": "Russian", "ko": "Korean", "it": "Italian", "pt": "Portuguese",
@@ -23,10 +28,6 @@ def pair_label(pair: str) -> str:
 
 def available_pairs() -> list[tuple[str, str, str]]:
     """(pair, label, note) for every pair the installed packs can run; empty when none can."""
-    from app.core.errors import UserError
-    from app.models import store
-    from app.models.loader import plan_pair
-
     inst = store.installed()
     candidates = []
     for p in inst.values():
@@ -62,11 +63,6 @@ class DeviceChoices:
 def list_audio_devices() -> DeviceChoices:
     """Capture sources and playback sinks; never raises (a note says why a list is empty)."""
     out = DeviceChoices()
-    try:
-        from app.audio.devices import list_devices
-    except ImportError:
-        out.notes.append("live capture is not part of this build: only audio files can be interpreted")
-        return out
     try:
         dl = list_devices()
     except Exception as e:  # no audio server, no PortAudio: the file source still works

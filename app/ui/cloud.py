@@ -1,8 +1,8 @@
 """The local/cloud switch's logic: which mode is in effect and why, in plain words.
 
-The cloud client (``app.cloud.client``) is imported lazily. Without a configured server, or
-without a client in this build, the window says so and stays local; a server that cannot be
-reached is "cloud lost → local fallback"."""
+Without a configured server, or with an invalid address, the window says so and stays local; a
+server that cannot be reached is "cloud lost → local fallback". The connection check runs on a
+worker thread."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 
 from PySide6.QtCore import QObject, Signal
 
+from app.cloud.link import check_server
 from app.ui.settings import validate_server_url
 
 NO_SERVER = "no cloud server configured: running locally (set one in Session → Cloud server…)"
@@ -44,20 +45,11 @@ class CloudLink(QObject):
         if problem:
             self._set("local", f"cloud server address is invalid ({problem}): running locally")
             return
-        try:
-            from app.cloud import client
-        except ImportError:
-            self._set("lost", "this build has no cloud client: cloud lost → running locally")
-            return
-        check = getattr(client, "check_server", None)
-        if check is None:
-            self._set("lost", "the cloud client offers no connection check yet: running locally")
-            return
         self._set("connecting", f"connecting to {url}…")
 
         def run():
             try:
-                check(url, token, ca)
+                check_server(url, token, ca)
             except Exception as e:
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
                 self._result.emit("lost", f"cloud lost ({msg}): local fallback")

@@ -1,8 +1,9 @@
 """Latency gauges: per-stage and end-to-end percentiles, a scrolling chart of the last minutes,
 queue depths, real-time factor, CPU/memory and the degradation level.
 
-The panel never listens to the pipeline: the window's display timer hands it a ``GaugeSnapshot``
-(a few times a second), so its cost does not depend on how fast audio or events arrive."""
+The panel never listens to the pipeline: the Latency dock's display timer hands it a
+``GaugeSnapshot`` (``latency_dock.DISPLAY_HZ`` times a second), so its cost does not depend on how
+fast audio or events arrive."""
 
 from __future__ import annotations
 

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import (
 )
 
 from app.core.errors import UserError
+from app.models import store
+from app.models.catalog import PACKS
 
 
 class InstallWorker(QObject):
@@ -40,8 +42,6 @@ class InstallWorker(QObject):
         self.thread.start()
 
     def _run(self) -> None:
-        from app.models import store
-
         install = self._install or store.install
         try:
             for i, pid in enumerate(self.packs):
@@ -61,8 +61,6 @@ class ModelsDialog(QDialog):
 
     def __init__(self, parent=None, install=None):
         super().__init__(parent)
-        from app.models import store
-
         self.setWindowTitle("Model packs")
         self._install = install
         self.worker: InstallWorker | None = None
@@ -88,16 +86,10 @@ class ModelsDialog(QDialog):
         self.refresh()
 
     def missing(self) -> list[str]:
-        from app.models import store
-        from app.models.catalog import PACKS
-
         inst = store.installed()
         return [pid for pid in PACKS if pid not in inst]
 
     def refresh(self) -> None:
-        from app.models import store
-        from app.models.catalog import PACKS
-
         inst = store.installed()
         self.table.setRowCount(0)
         for pid, pack in PACKS.items():

@@ -12,6 +12,13 @@ import sys
 import tempfile
 import time
 
+from PySide6.QtCore import QEventLoop, QTimer
+
+from app.core.audio import SR
+from app.session.options import DEMO_CLIP
+from app.ui.main import make_app
+from app.ui.window import MainWindow
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m app.ui.screenshots")
@@ -22,12 +29,6 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(args.out, exist_ok=True)
     os.environ.setdefault("RELAY_SETTINGS_DIR", tempfile.mkdtemp(prefix="relay-shots-"))
 
-    from PySide6.QtCore import QEventLoop, QTimer
-
-    from app import session
-    from app.ui.main import make_app
-    from app.ui.window import MainWindow
-
     app = make_app([])
     win = MainWindow()
     win.resize(1280, 800)
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     win.overlay.resize(1100, 120)
     screen = app.primaryScreen().availableGeometry()
     win.move(screen.left(), screen.top())
-    if not win.set_file(str(args.file or session.DEMO_CLIP)):
+    if not win.set_file(str(args.file or DEMO_CLIP)):
         print(win.message_box.text() if win.message_box else "cannot use the file", file=sys.stderr)
         return 2
 
@@ -51,14 +52,14 @@ def main(argv: list[str] | None = None) -> int:
     if win.controller.state != "running":
         print(f"session did not start: {win.status_label.text()}", file=sys.stderr)
         return 1
-    spin(args.after, lambda: win.controller.pipe.ring.written / session.SR >= args.after)
+    spin(args.after, lambda: win.controller.pipe.ring.written / SR >= args.after)
     win.act_overlay_src.setChecked(True)  # the two-line bar: source above the translation
     win.act_overlay.setChecked(True)
     spin(1.5)
     lines = [ln for ln in win.model.data_.lines if ln.target]
     win.grab().save(os.path.join(args.out, "main.png"))
     win.overlay.grab().save(os.path.join(args.out, "overlay.png"))
-    print(f"{len(lines)} translated lines at {win.controller.pipe.ring.written / session.SR:.0f} s; "
+    print(f"{len(lines)} translated lines at {win.controller.pipe.ring.written / SR:.0f} s; "
           f"saved {args.out}/main.png and overlay.png")
     win.controller.stop()
     spin(120, lambda: not win.controller.busy)

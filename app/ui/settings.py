@@ -94,8 +94,8 @@ class Settings:
 def _keyring():
     """The keyring module when a real backend is available, else None."""
     try:
-        import keyring
-        from keyring.backends import fail
+        import keyring  # deferred: ~80 ms and backend discovery, needed only once a cloud server is set
+        from keyring.backends import fail  # deferred with keyring (the line above)
     except ImportError:
         return None
     try:

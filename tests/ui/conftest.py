@@ -9,6 +9,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 
 import app.ui  # noqa: E402,F401  (the shiboken 6.12 reference-count shim, before any Qt call)
+from app.ui.choices import DeviceChoices  # noqa: E402
+from app.ui.window import MainWindow  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -20,10 +22,8 @@ def settings_dir(tmp_path, monkeypatch):
 
 @pytest.fixture
 def window(qtbot, settings_dir):
-    from app.ui.window import MainWindow
-
     # no background model loading at launch: each test starts (and loads) when it means to
-    w = MainWindow(list_devices=lambda: __import__("app.ui.choices", fromlist=["x"]).DeviceChoices(), preload=False)
+    w = MainWindow(list_devices=DeviceChoices, preload=False)
     qtbot.addWidget(w)
     w.show()
     yield w

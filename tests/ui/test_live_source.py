@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app.ui.window import MainWindow
 from tests.integration.test_live_audio import start_pulse
 from tests.ui.conftest import session_threads
 
@@ -16,8 +17,6 @@ pytestmark = pytest.mark.models
 
 
 def test_window_interprets_system_audio_and_plays_the_dub(qtbot, settings_dir):
-    from app.ui.window import MainWindow
-
     start_pulse()
     w = MainWindow(preload=False)  # the real device list
     qtbot.addWidget(w)

@@ -1,10 +1,21 @@
 """Bridge, transcript model, settings and cloud switch, without models."""
 
+import socket
 import threading
+from dataclasses import dataclass
+
+from PySide6.QtCore import QThread
 
 from app.pipeline.messages import Segment, TentativeText, Translation
+from app.pipeline.policy import PolicySignal, PolicyTransition
 from app.pipeline.protocols import Word
+from app.pipeline.speculation import SpeculationEvent
 from app.session.subtitles import parse_srt, to_srt
+from app.ui.bridge import EventBridge, is_policy_event
+from app.ui.cloud import CloudLink
+from app.ui.settings import Settings, save_token, validate_server_url
+from app.ui.subtitles_view import SubtitlesView
+from app.ui.transcript import TranscriptModel
 
 
 def _seg(seq, text, a, b):
@@ -12,10 +23,6 @@ def _seg(seq, text, a, b):
 
 
 def test_bridge_delivers_worker_events_on_gui_thread_in_order(qtbot):
-    from PySide6.QtCore import QThread
-
-    from app.ui.bridge import EventBridge
-
     bridge = EventBridge()
     got, threads = [], set()
     bridge.segment.connect(lambda ev: (got.append(("seg", ev.seq)), threads.add(QThread.currentThread())))
@@ -40,8 +47,6 @@ def test_bridge_delivers_worker_events_on_gui_thread_in_order(qtbot):
 
 
 def test_bridge_coalesces_tentative_within_a_batch(qtbot):
-    from app.ui.bridge import EventBridge
-
     bridge = EventBridge()
     seen = []
     bridge.tentative.connect(lambda ev: seen.append(ev.text))
@@ -51,23 +56,47 @@ def test_bridge_coalesces_tentative_within_a_batch(qtbot):
     assert seen == ["w9"]
 
 
-def test_policy_events_are_recognised_by_duck_typing():
-    from dataclasses import dataclass
+def _transition(level: int) -> PolicyTransition:
+    return PolicyTransition(1.0, "latency", 0, level, level, "p99 subtitle latency 4.1 s > 3.5 s", ("mt_beam",))
 
-    from app.ui.bridge import is_policy_event
+
+def test_policy_events_are_recognised_by_type():
+    assert is_policy_event(_transition(2))
+    assert not is_policy_event(_seg(0, "x", 0, 1))
+    assert not is_policy_event(PolicySignal("cloud_link", 1.0))
+    assert not is_policy_event(SpeculationEvent("fallback", "mt", "draft rejected", 1.0))
 
     @dataclass
-    class DegradationLevel:
+    class DegradationLevel:  # an unrelated class: its name and a level are not enough
         level: int
         reason: str
 
-    assert is_policy_event(DegradationLevel(2, "queue"))
-    assert not is_policy_event(_seg(0, "x", 0, 1))
+    @dataclass
+    class PolicyDocument:
+        level: str
+        reason: str = ""
+
+    assert not is_policy_event(DegradationLevel(2, "queue"))
+    assert not is_policy_event(PolicyDocument("confidential"))
+
+
+def test_bridge_emits_policy_only_for_level_changes(qtbot):
+    @dataclass
+    class PolicyLevelNote:
+        level: str
+
+    bridge = EventBridge()
+    seen = []
+    bridge.policy.connect(seen.append)
+    for ev in (PolicyLevelNote("not a level"), PolicySignal("cloud_link", 0.0), _transition(1),
+               SpeculationEvent("disabled", "mt", "policy", 2.0)):
+        bridge(ev)
+    bridge.flush()
+    assert seen == [_transition(1)]
+    assert bridge.delivered == 4
 
 
 def test_transcript_tentative_in_place_commit_and_correction(qtbot):
-    from app.ui.transcript import TranscriptModel
-
     m = TranscriptModel()
     m.set_live_active(True)
     assert m.rowCount() == 1
@@ -92,8 +121,6 @@ def test_transcript_tentative_in_place_commit_and_correction(qtbot):
 
 
 def test_reconcile_adds_segments_the_view_missed(qtbot):
-    from app.ui.transcript import TranscriptModel
-
     m = TranscriptModel()
     m.add_segment(0, "a", 0, 1, 1)
     rec = [{"seq": 0, "source": "a", "src_start": 0, "src_end": 1, "target": "A"},
@@ -103,9 +130,6 @@ def test_reconcile_adds_segments_the_view_missed(qtbot):
 
 
 def test_auto_scroll_stops_when_user_scrolls_back(qtbot):
-    from app.ui.subtitles_view import SubtitlesView
-    from app.ui.transcript import TranscriptModel
-
     m = TranscriptModel()
     v = SubtitlesView(m)
     qtbot.addWidget(v)
@@ -128,8 +152,6 @@ def test_auto_scroll_stops_when_user_scrolls_back(qtbot):
 
 
 def test_settings_persist_and_token_never_in_the_file(qtbot, settings_dir):
-    from app.ui.settings import Settings, save_token, validate_server_url
-
     s = Settings()
     s.set("font_size", 21)
     s.set("cloud_url", "wss://relay.example.org:8765")
@@ -147,11 +169,20 @@ def test_settings_persist_and_token_never_in_the_file(qtbot, settings_dir):
 
 
 def test_cloud_switch_without_server_says_so_and_stays_local(qtbot):
-    from app.ui.cloud import CloudLink
-
     c = CloudLink()
     c.go_cloud("", "")
     assert c.state == "local" and "no cloud server configured" in c.message
     c.go_cloud("wss://relay.example.org:8765", "t")
     assert c.state in ("lost", "connecting", "cloud")
     assert not (c.state == "local")
+
+
+def test_cloud_switch_checks_the_server_it_is_given(qtbot):
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    c = CloudLink()
+    c.go_cloud(f"wss://127.0.0.1:{port}", "t")
+    assert c.state == "connecting", c.message  # the client's connection check runs
+    qtbot.waitUntil(lambda: c.state != "connecting", timeout=10_000)
+    assert c.state == "lost" and c.message.startswith("cloud lost ("), c.message

@@ -6,8 +6,13 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from app.models import store
 from app.session.subtitles import parse_srt
+from app.ui import controller as ui_controller
+from app.ui.choices import DeviceChoices
+from app.ui.window import MainWindow
 from tests.ui.conftest import session_threads
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,8 +20,6 @@ DATA = ROOT / "tests" / "data"
 
 
 def _have_models() -> bool:
-    from app.models import store
-
     return all(p in store.installed() for p in ("whisper-base", "opus-mt-zh-en", "piper-joe-en"))
 
 
@@ -90,8 +93,6 @@ def free_port() -> int:
 
 
 def scrape(port: int) -> dict:
-    from prometheus_client.parser import text_string_to_metric_families
-
     body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return {(smp.name, tuple(sorted(smp.labels.items()))): smp.value
             for fam in text_string_to_metric_families(body) for smp in fam.samples}
@@ -135,18 +136,14 @@ def test_metrics_export_setting_serves_on_loopback_and_reports_a_busy_port(windo
 def test_models_load_at_launch_and_start_uses_them(qtbot, monkeypatch):
     if not _have_models():
         pytest.fail("model packs are not installed: run `relay models install` first")
-    from app import session
-    from app.ui.choices import DeviceChoices
-    from app.ui.window import MainWindow
-
     calls = []
-    real = session.load_models
+    real = ui_controller.load_models
 
     def counting(opts, *a, **k):
         calls.append((threading.current_thread().name, opts.pair))
         return real(opts, *a, **k)
 
-    monkeypatch.setattr(session, "load_models", counting)
+    monkeypatch.setattr(ui_controller, "load_models", counting)
     w = MainWindow(list_devices=DeviceChoices)  # "Load models at launch" is on by default
     qtbot.addWidget(w)
     w.show()
@@ -195,9 +192,6 @@ def test_cloud_switch_without_server_stays_local(window, qtbot):
 def test_missing_model_pack_names_the_install_command(qtbot, tmp_path, monkeypatch):
     monkeypatch.setenv("RELAY_HOME", str(tmp_path / "empty-home"))
     monkeypatch.delenv("RELAY_MODELS", raising=False)
-    from app.ui.choices import DeviceChoices
-    from app.ui.window import MainWindow
-
     w = MainWindow(list_devices=DeviceChoices)  # loading at launch finds nothing to load: no error
     qtbot.addWidget(w)
     w.show()
