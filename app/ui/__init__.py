@@ -1,6 +1,9 @@
 """Qt desktop interface (PySide6). The pipeline never imports this package."""
 
 import sys
+from importlib.metadata import version
+
+from app.core.errors import UserError
 
 
 def _check_shiboken() -> None:
@@ -10,14 +13,10 @@ def _check_shiboken() -> None:
     if sys.version_info >= (3, 12):
         return
     try:
-        from importlib.metadata import version
-
         v = version("shiboken6")
     except Exception:
         return
     if v.startswith("6.12.0"):
-        from app.core.errors import UserError
-
         raise UserError(f"PySide6 {v} crashes on Python {sys.version_info.major}.{sys.version_info.minor}; "
                         "install another release: pip install 'PySide6-Essentials!=6.12.0'")
 
