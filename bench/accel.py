@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 import soxr
+from faster_whisper.feature_extractor import FeatureExtractor
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,8 +43,7 @@ from app.accel.logmel import IncrementalLogMel, log_mel_reference  # noqa: E402
 from app.accel.mix import mix_duck  # noqa: E402
 from app.accel.quant import lowrank_basis, lowrank_project, quantize_int8  # noqa: E402
 from app.accel.resample import StreamingResampler, resample_oneshot  # noqa: E402
-
-SR = 16000
+from app.core.audio import SR  # noqa: E402
 SECONDS = 30
 
 
@@ -82,15 +82,13 @@ def snr_db(ref: np.ndarray, x: np.ndarray, lag: int = 0) -> float:
 
 
 def bench_logmel(a, repeats, cpu):
-    from faster_whisper.feature_extractor import FeatureExtractor
-
     fe = FeatureExtractor(feature_size=80)
     ref = fe(a)
     res = {"fw_ms": median_ms(lambda: fe(a), repeats),
            "numpy_ms": median_ms(lambda: log_mel_reference(a, 80), repeats)}
     if cpu:
         t = time.perf_counter()
-        log_mel_reference(a[:16000], 80, backend="cpu")
+        log_mel_reference(a[:SR], 80, backend="cpu")
         res["cpu_first_call_ms"] = (time.perf_counter() - t) * 1e3  # compile or cache load
         res["cpu_ms"] = median_ms(lambda: log_mel_reference(a, 80, backend="cpu"), repeats)
         res["cpu_max_abs_diff_vs_fw"] = float(np.abs(log_mel_reference(a, 80, backend="cpu") - ref).max())
@@ -102,8 +100,6 @@ def bench_logmel(a, repeats, cpu):
 
 def bench_streaming(a, repeats, cpu):
     """Window [0, 0.5 k s) for k = 1..60: total features time per strategy."""
-    from faster_whisper.feature_extractor import FeatureExtractor
-
     fe = FeatureExtractor(feature_size=80)
     ends = [SR // 2 * k for k in range(1, 2 * SECONDS + 1)]
 
@@ -210,13 +206,13 @@ def main() -> None:
                   "python": platform.python_version(), "numpy": np.__version__, "repeats": repeats,
                   "audio": source, "loadavg_at_start": os.getloadavg()}
     if cpu:
-        import numba
+        import numba  # optional (the "cpu" rows): only when it imports
 
         conditions.update(numba=numba.__version__, numba_threads=numba.get_num_threads())
     print("running log-mel ...", file=sys.stderr)
     lm = bench_logmel(a, repeats, cpu)
     if cpu:
-        import numba
+        import numba  # optional (the "cpu" rows): only when it imports
 
         conditions["numba_threading_layer"] = numba.threading_layer()
     print("running streaming loop ...", file=sys.stderr)

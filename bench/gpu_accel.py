@@ -33,9 +33,8 @@ from app.accel.logmel import IncrementalLogMel, log_mel_reference, mel_filters  
 from app.accel.mix import mix_duck  # noqa: E402
 from app.accel.quant import lowrank_basis, lowrank_project, quantize_int8  # noqa: E402
 from app.accel.resample import StreamingResampler, resample_oneshot  # noqa: E402
+from app.core.audio import SR  # noqa: E402
 from accel import median_ms as _median_ms  # noqa: E402
-
-SR = 16000
 
 
 def median_ms(fn, repeats: int) -> float:
@@ -53,7 +52,7 @@ def load_speech(seconds: int) -> np.ndarray:
 def torch_features():
     """Whisper log-mel with torch.stft on the GPU, or None if torch/CUDA is unavailable."""
     try:
-        import torch
+        import torch  # optional: the torch.stft comparison row
     except Exception:
         return None
     if not torch.cuda.is_available():
@@ -84,7 +83,7 @@ def main() -> None:
     if not dispatch.cuda_available():
         print("numba.cuda.is_available() is False: no CUDA GPU here, nothing to benchmark", file=sys.stderr)
         sys.exit(0)
-    from numba import cuda
+    from numba import cuda  # optional: only once a CUDA GPU was found
 
     backends = ["cuda", "cpu", "numpy"]
     a = load_speech(args.seconds)

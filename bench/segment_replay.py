@@ -28,27 +28,33 @@ sys.path.insert(0, str(ROOT / "bench"))
 from latency import ZH_WAV, zh_references  # noqa: E402
 from textmetrics import chrf  # noqa: E402
 
+from app.audio.files import load_audio  # noqa: E402
+from app.cli.parser import build_parser  # noqa: E402
+from app.cli.run import options_from_args  # noqa: E402
+from app.pipeline.messages import CommittedWords  # noqa: E402
+from app.pipeline.mt_stage import MTConfig, MTStage  # noqa: E402
+from app.pipeline.protocols import Word  # noqa: E402
+from app.pipeline.queues import ControlChannel, MonotonicClock  # noqa: E402
+from app.pipeline.segmenter import Segmenter, SegmenterConfig  # noqa: E402
+from app.session.build import build_pipeline  # noqa: E402
+from app.session.models import check_models, load_models  # noqa: E402
+from app.session.runner import feed_array  # noqa: E402
+
 OUT = ROOT / "bench" / "out" / "replay"
 
 
 def load(extra: list[str]):
-    from app import session
-    from app.cli import build_parser, options_from_args
-
     args = build_parser().parse_args(["run", "--input", str(ZH_WAV), "--pair", "zh-en", *extra])
     opts = options_from_args(args)
-    return session, opts, session.load_models(opts, lambda m: None, plan=session.check_models(opts))
+    return opts, load_models(opts, lambda m: None, plan=check_models(opts))
 
 
 def record(n: int, extra: list[str]) -> None:
-    from app.audio.files import load_audio
-    from app.pipeline.messages import CommittedWords
-
-    session, opts, models = load(extra)
+    opts, models = load(extra)
     audio = load_audio(str(ZH_WAV))
     OUT.mkdir(parents=True, exist_ok=True)
     for k in range(n):
-        pipe = session.build_pipeline(models, opts)
+        pipe = build_pipeline(models, opts)
         commits = []
 
         def obs(ev, pipe=pipe, commits=commits):
@@ -58,7 +64,7 @@ def record(n: int, extra: list[str]) -> None:
                                 "words": [[w.text, w.start, w.end, pipe.arrival.played_at(w.end)] for w in ev.words]})
         pipe.bus.subscribe(obs)
         pipe.start()
-        session.feed_array(pipe, audio, True)
+        feed_array(pipe, audio, True)
         pipe.finish()
         lat = pipe.tracker.summary()["e2e_subtitle"]
         path = OUT / f"run{k + 1}.json"
@@ -77,11 +83,6 @@ class _Last:
 
 
 def replay(rec: dict, eager: int, mt, boundaries, ref_tgt: str, factor: float) -> dict:
-    from app.pipeline.protocols import Word
-    from app.pipeline.queues import ControlChannel, MonotonicClock
-    from app.pipeline.segmenter import Segmenter, SegmenterConfig
-    from app.pipeline.stages import MTConfig, MTStage
-
     now = [0.0]
     seg = Segmenter(SegmenterConfig(lang="zh", eager_units=eager), lambda: now[0], boundaries)
     # the real MT stage, driven on this thread: each piece continues its sentence's translation
@@ -125,7 +126,7 @@ def main() -> None:
     if not runs:
         sys.exit("segment_replay: nothing recorded yet: run it with --record N first")
     recs = [json.loads(p.read_text(encoding="utf-8")) for p in runs]
-    _, _, models = load(["--no-tts"])
+    _, models = load(["--no-tts"])
     _, ref_tgt = zh_references()
     print(f"{len(recs)} recorded runs; simulated MT time = measured x {args.mt_factor}")
     print("| setting | subtitle p50 ms (mean) | p95 | chrF (mean) | chrF per run | pieces | English words |")

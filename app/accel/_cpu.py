@@ -24,7 +24,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .kernel_cache import seed_from_bundle
+from .numba_cache import seed_from_bundle
 
 seed_from_bundle()  # the frozen app's prebuilt kernels, before the first one loads
 

@@ -28,7 +28,7 @@ ENV_VAR = "RELAY_ACCEL"
 @functools.lru_cache(maxsize=None)
 def numba_available() -> bool:
     try:
-        import numba  # noqa: F401
+        import numba  # noqa: F401  # the probe itself: Numba is optional and slow to import
     except Exception:  # ImportError, or a numba/llvmlite/numpy version clash
         return False
     return True
@@ -40,7 +40,7 @@ def cuda_available() -> bool:
     if not numba_available():
         return False
     try:
-        from numba import cuda
+        from numba import cuda  # optional; initialises the CUDA driver
 
         return bool(cuda.is_available())
     except Exception:

@@ -44,11 +44,11 @@ def frame_features(audio: np.ndarray, frame: int = 512, backend: str = "auto") -
         return np.zeros(0, np.float32), np.zeros(0, np.float32)
     b = choose_backend(backend)
     if b == "cpu":
-        from . import _cpu
+        from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
         return _cpu.frame_features(x, frame, n_frames)
     if b == "cuda":
-        from . import _cuda
+        from . import _cuda  # imports Numba CUDA: only when the "cuda" backend runs
 
         return _cuda.frame_features(x, frame, n_frames)
     return _frame_features_numpy(x, frame, n_frames)

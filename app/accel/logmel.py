@@ -27,17 +27,17 @@ from typing import Callable
 
 import numpy as np
 
+from app.core.audio import HOP, SR
+
 from .dispatch import choose_backend, require_finite
 
-SAMPLE_RATE = 16000
 N_FFT = 400
-HOP = 160
 N_BINS = N_FFT // 2 + 1
 _HALF = N_FFT // 2
 _LOG_FLOOR = 1e-10
 
 
-def mel_filters(n_mels: int, sr: int = SAMPLE_RATE, n_fft: int = N_FFT) -> np.ndarray:
+def mel_filters(n_mels: int, sr: int = SR, n_fft: int = N_FFT) -> np.ndarray:
     """Slaney-style mel filterbank identical to Whisper's (librosa ``htk=False``, ``norm='slaney'``)."""
     fftfreqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
     min_mel, max_mel = 0.0, 45.245640471924965
@@ -108,10 +108,10 @@ def make_engine(filters: np.ndarray, backend: str = "numpy") -> Engine:
         return lambda signal, starts: _log_mel_frames_numpy(signal, starts, filters)
     lo, hi = mel_bands(filters)
     if backend == "cpu":
-        from . import _cpu
+        from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
         return lambda signal, starts: _cpu.log_mel_frames(signal, starts, _WINDOW, filters, lo, hi)
-    from . import _cuda
+    from . import _cuda  # imports Numba CUDA: only when the "cuda" backend runs
 
     return _cuda.CudaLogMel(_WINDOW, filters, lo, hi)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.core.audio import SR
+
 from .dispatch import choose_backend, require_finite
 
 KNEE = 0.9
@@ -58,7 +60,7 @@ def _mix_duck_numpy(orig, dub, gain, hold, duck, step, hold_n, thr, knee):
 
 
 def mix_duck(original: np.ndarray, dub: np.ndarray | None, gain_env_state: DuckState | None = None,
-             duck_gain: float = 0.25, ramp_ms: float = 30.0, sr: int = 16000, *,
+             duck_gain: float = 0.25, ramp_ms: float = 30.0, sr: int = SR, *,
              hold_ms: float = 150.0, threshold: float = 1e-3, backend: str = "auto",
              return_gain: bool = False):
     """Returns ``(mixed, new_state)``, or ``(mixed, new_state, gain)`` with ``return_gain``.
@@ -89,11 +91,11 @@ def mix_duck(original: np.ndarray, dub: np.ndarray | None, gain_env_state: DuckS
     args = (gain, hold, float(duck_gain), step, hold_n, float(threshold), KNEE)
     b = choose_backend(backend)
     if b == "cpu":
-        from . import _cpu
+        from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
         out, env, g, h = _cpu.mix_duck(orig, dub, *args)
     elif b == "cuda":
-        from . import _cuda
+        from . import _cuda  # imports Numba CUDA: only when the "cuda" backend runs
 
         out, env = _cuda.mix_duck(orig, dub, *args)
         # the next block's state, from the host copies: final gain and hold counter

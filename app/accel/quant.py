@@ -48,13 +48,13 @@ def quantize_int8(x2d: np.ndarray, backend: str = "auto") -> tuple[np.ndarray, n
         return np.zeros(x.shape, np.int8), np.zeros(x.shape[0], np.float32)
     b = choose_backend(backend)
     if b == "cpu":
-        from . import _cpu
+        from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
         return _cpu.quantize_int8(x)
     if b == "cuda":
-        from . import _cuda
+        from . import _cuda_quant  # imports Numba CUDA: only when the "cuda" backend runs
 
-        return _cuda.quantize_int8(x)
+        return _cuda_quant.quantize_int8(x)
     return _quantize_numpy(x)
 
 
@@ -68,13 +68,13 @@ def dequantize_int8(q: np.ndarray, scale: np.ndarray, backend: str = "auto") -> 
         return np.zeros(q.shape, np.float32)
     b = choose_backend(backend)
     if b == "cpu":
-        from . import _cpu
+        from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
         return _cpu.dequantize_int8(q, scale)
     if b == "cuda":
-        from . import _cuda
+        from . import _cuda_quant  # imports Numba CUDA: only when the "cuda" backend runs
 
-        return _cuda.dequantize_int8(q, scale)
+        return _cuda_quant.dequantize_int8(q, scale)
     return q.astype(np.float32) * scale[:, None]
 
 
@@ -102,13 +102,13 @@ def lowrank_project(x2d: np.ndarray, basis: np.ndarray, backend: str = "auto") -
         return np.zeros((x.shape[0], basis.shape[1]), np.float32)
     b = choose_backend(backend)
     if b == "cpu":
-        from . import _cpu
+        from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
         return _cpu.lowrank_project(x, basis)
     if b == "cuda":
-        from . import _cuda
+        from . import _cuda_quant  # imports Numba CUDA: only when the "cuda" backend runs
 
-        return _cuda.lowrank_project(x, basis)
+        return _cuda_quant.lowrank_project(x, basis)
     return (x.astype(np.float64) @ basis.astype(np.float64)).astype(np.float32)
 
 

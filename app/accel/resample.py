@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 
+from app.core.audio import SR
+
 from .dispatch import choose_backend, require_finite
 
 
@@ -73,7 +75,7 @@ def _resample_block_numpy(buf, taps, up, down, p0, i0, n_out):
 class StreamingResampler:
     """``process(block)`` returns what is ready; ``flush()`` returns the tail and resets."""
 
-    def __init__(self, sr_in: int, sr_out: int = 16000, backend: str = "auto", *,
+    def __init__(self, sr_in: int, sr_out: int = SR, backend: str = "auto", *,
                  zero_crossings: int = 64, beta: float = 8.0, rolloff: float | None = None):
         if sr_in <= 0 or sr_out <= 0:
             raise ValueError(f"sample rates must be positive, got {sr_in} -> {sr_out}")
@@ -88,13 +90,13 @@ class StreamingResampler:
         self._half = half
         # every kernel is called as kernel(buf, p0, i0, n_out) -> float32 outputs
         if self.backend == "cuda":
-            from . import _cuda
+            from . import _cuda  # imports Numba CUDA: only when the "cuda" backend runs
 
             self._kernel = _cuda.CudaResampler(self.taps, self.up, self.down)
         else:
             up, down = self.up, self.down
             if self.backend == "cpu":
-                from ._cpu import resample_block
+                from ._cpu import resample_block  # imports Numba: only when the "cpu" backend runs
 
                 rtaps = np.ascontiguousarray(self.taps[:, ::-1], dtype=np.float32)
                 self._kernel = lambda buf, p0, i0, n_out: resample_block(buf, rtaps, up, down, p0, i0, n_out)
@@ -143,7 +145,7 @@ class StreamingResampler:
         return out
 
 
-def resample_oneshot(audio: np.ndarray, sr_in: int, sr_out: int = 16000, backend: str = "auto") -> np.ndarray:
+def resample_oneshot(audio: np.ndarray, sr_in: int, sr_out: int = SR, backend: str = "auto") -> np.ndarray:
     """One-shot convenience: the same as a fresh ``StreamingResampler``'s process + flush."""
     r = StreamingResampler(sr_in, sr_out, backend)
     return np.concatenate([r.process(audio), r.flush()])

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Iterator
 
 import numpy as np
+import onnxruntime
+from piper import PiperVoice, SynthesisConfig
+from piper.config import PiperConfig
 
 
 class PiperTTS:
     def __init__(self, model_path: str, config_path: str, *, name: str, threads: int = 1):
-        import json
-
-        import onnxruntime
-        from piper import PiperVoice
-        from piper.config import PiperConfig
-
         self.name = name
         # one ONNX session, made with our thread settings (PiperVoice.load would make a second
         # one with ONNX Runtime's defaults first: ~0.5 s and its memory, thrown away)
@@ -32,8 +30,6 @@ class PiperTTS:
         self._threads = threads
 
     def synthesize(self, text: str, speed: float = 1.0) -> Iterator[np.ndarray]:
-        from piper import SynthesisConfig
-
         cfg = SynthesisConfig(length_scale=1.0 / max(0.5, speed))
         with self._lock:
             chunks = [c.audio_float_array.astype(np.float32) for c in self.voice.synthesize(text, syn_config=cfg)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import onnxruntime
 
 
 class SileroVAD:
@@ -12,10 +13,8 @@ class SileroVAD:
     _context = 64
 
     def __init__(self, path: str | None = None):
-        import onnxruntime
-
         if path is None:
-            from faster_whisper.utils import get_assets_path
+            from faster_whisper.utils import get_assets_path  # loads CTranslate2: only for the bundled model
 
             path = os.path.join(get_assets_path(), "silero_vad_v6.onnx")
         opts = onnxruntime.SessionOptions()

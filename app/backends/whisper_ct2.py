@@ -15,12 +15,18 @@ import tokenizers
 from faster_whisper import WhisperModel
 from faster_whisper.tokenizer import Tokenizer
 
-from app.accel.logmel import HOP, IncrementalLogMel, log_mel_reference
+from app.accel.logmel import IncrementalLogMel, log_mel_reference
+from app.core.audio import HOP, SR
+from app.core.text import norm
 from app.pipeline.protocols import Word
-from app.pipeline.stability import norm
+
+try:
+    import zhconv
+except ImportError:  # optional: without it the source line keeps Whisper's script
+    zhconv = None
 
 N_FRAMES = 3000  # Whisper's encoder sees exactly 30 s
-FRAMES_PER_SECOND = 16000 // HOP
+FRAMES_PER_SECOND = SR // HOP
 PAD_FRAMES = 100
 TOKENS_PER_SECOND = 7
 
@@ -96,7 +102,7 @@ class WhisperCT2:
         self.frontend = frontend
         self.accel = accel
         self._mel = IncrementalLogMel(self.n_mels, backend=accel)
-        
+
     def _set_language(self, language: str) -> None:
         self.tokenizer = Tokenizer(self._hf_tokenizer, self._multilingual, task=self.task,
                                    language=language if self._multilingual else None)
@@ -210,7 +216,7 @@ class WhisperCT2:
             for off in range(0, max(len(audio), 1), step):
                 feats = log_mel_reference(audio[off : off + step], self.n_mels, backend=self.accel)
                 _, words = self._decode(feats, "", "")
-                t = off / 16000
+                t = off / SR
                 out += [Word(w.text, w.start + t, w.end + t, w.probability) for w in words]
         return _to_script(out) if self._zh else out
 
@@ -247,8 +253,6 @@ def _merge_punctuation(words: list[Word]) -> list[Word]:
 
 
 def _to_script(words: list[Word]) -> list[Word]:
-    try:
-        import zhconv
-    except ImportError:  # optional: without it the source line keeps Whisper's script
+    if zhconv is None:
         return words
     return [Word(zhconv.convert(w.text, "zh-cn"), w.start, w.end, w.probability) for w in words]

@@ -9,7 +9,7 @@ import threading
 
 class JiebaBoundaries:
     def __init__(self, cache_dir: str | None = None):
-        import jieba
+        import jieba  # Chinese sessions only; this module is imported by every session
 
         jieba.setLogLevel(logging.WARNING)
         self._tok = jieba.Tokenizer()

@@ -4,31 +4,26 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.core.audio import SR
+from app.pipeline.asr_stage import ASRStage
 from app.pipeline.latency import ArrivalClock, LatencyTracker
 from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation
+from app.pipeline.mt_stage import LatestValue, MTConfig, MTStage
 from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
 from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock, PriorityGate
+from app.pipeline.recognizer import ASRConfig
 from app.pipeline.ringbuffer import AudioRing
 from app.pipeline.segmenter import Segmenter, SegmenterConfig
-from app.pipeline.stages import (
-    ASRConfig,
-    ASRStage,
-    LatestValue,
-    MTConfig,
-    MTStage,
-    TTSConfig,
-    TTSStage,
-    clauses,
-)
 from app.pipeline.supervisor import Supervisor, SupervisorConfig
+from app.pipeline.tts_stage import TTSConfig, TTSStage, clauses
 
 log = logging.getLogger("relay.pipeline")
-SR = 16000
 TRACE = 5  # the log level below DEBUG (app/obs/logs.py names it)
 
 
@@ -133,9 +128,12 @@ class SessionRecord:
         return out, sr
 
 
-class _Session:
-    """What both ways of running share: the event bus, the audio ring, arrival stamps, the
-    latency tracker and the in-memory session record; subclasses provide ``threads``."""
+class LocalEngine:
+    """A RunningSession (``app.pipeline.protocols``) on this machine's models. What both ways of
+    running share: the event bus, the audio ring, arrival stamps, the latency tracker and the
+    in-memory session record; subclasses provide ``threads`` and ``_stop_workers``."""
+
+    kind = "local"
 
     def __init__(self, cfg: PipelineConfig | None, clock):
         self.cfg = cfg or PipelineConfig()
@@ -190,8 +188,22 @@ class _Session:
     def failed(self) -> bool:
         return bool(self.bus.failures)
 
+    def abort(self, timeout: float = 5.0) -> None:
+        """Stop now, dropping what is in flight: the inputs close, every worker leaves at its next
+        unit of work and is waited for up to ``timeout`` in all (a model call cannot be cut
+        short). Safe to call more than once, before start() and after finish()."""
+        self._stop_workers()
+        deadline = time.monotonic() + timeout
+        me = threading.current_thread()
+        for t in self.threads:
+            if t is not me and (not isinstance(t, threading.Thread) or t.ident is not None):
+                t.join(max(0.0, deadline - time.monotonic()))
 
-class StreamingPipeline(_Session):
+    def _stop_workers(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class StreamingPipeline(LocalEngine):
     """ASR → MT → TTS, each in its own thread, joined by bounded queues."""
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
@@ -218,7 +230,7 @@ class StreamingPipeline(_Session):
         self.threads = self.stages
         # a stage that raises or stalls gets a fresh worker, within a restart budget
         self.supervisor = Supervisor(self.stages, self.bus, self.clock, self.cfg.supervision)
-        self.bus.on_failure.append(self._abort)
+        self.bus.on_failure.append(self._close_inputs)
 
     def start(self) -> None:
         super().start()
@@ -233,11 +245,18 @@ class StreamingPipeline(_Session):
     def _room_for(self, n: int) -> bool:
         return self.ring.written + n - self.asr_stage.window_start <= self.ring.capacity * 0.9
 
-    def _abort(self) -> None:
+    def _close_inputs(self) -> None:
+        """A stage failed: every other stage's input ends, so the session ends instead of hanging."""
         self.ring.close()
         self.seg_q.close()
         if self.tts_q is not None:
             self.tts_q.close()
+
+    def _stop_workers(self) -> None:
+        for s in self.stages:
+            s.cancel()
+        self._close_inputs()
+        self.supervisor.stop()
 
     def stage_stats(self) -> dict:
         out = {}
@@ -256,7 +275,7 @@ class StreamingPipeline(_Session):
         return out
 
 
-class SerialCascade(_Session):
+class SerialCascade(LocalEngine):
     """The classic cascade: wait for the end of each utterance (VAD), then recognise it whole,
     translate it whole and synthesise it whole, one after the other, in one worker."""
 
@@ -267,6 +286,7 @@ class SerialCascade(_Session):
         self.asr, self.mt, self.tts, self.vad = asr, mt, tts, vad
         self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)
         self.threads = [threading.Thread(target=self._run, name="serial", daemon=True)]
+        self._cancelled = threading.Event()
         self._read_pos = 0
         self._dub_end = 0.0
         self._seq = 0
@@ -275,6 +295,10 @@ class SerialCascade(_Session):
 
     def _room_for(self, n: int) -> bool:
         return self.ring.written + n - self._read_pos <= self.ring.capacity * 0.9
+
+    def _stop_workers(self) -> None:
+        self._cancelled.set()
+        self.ring.close()
 
     def _run(self) -> None:
         try:
@@ -289,7 +313,7 @@ class SerialCascade(_Session):
         utt_start = None
         last_speech = 0
         pause = int(self.cfg.asr.pause_s * SR)
-        while True:
+        while not self._cancelled.is_set():
             have = self.ring.wait_for(pos + fs, timeout=0.05)
             if not have and not self.ring.closed:
                 continue
@@ -313,6 +337,8 @@ class SerialCascade(_Session):
                 break
 
     def _utterance(self, start: int, end: int) -> None:
+        if self._cancelled.is_set():
+            return
         t0 = self.clock.now()
         try:
             self._utterance_inner(start, end)

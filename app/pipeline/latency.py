@@ -8,9 +8,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.core.audio import SR
 from app.pipeline.messages import CommittedWords, DubChunk, DubPlayed, Segment, Translation
-
-SR = 16000
 
 
 class ArrivalClock:

@@ -125,14 +125,6 @@ class ControlMessage:
     reason: str = ""
 
 
-_CJK_RANGES = ((0x3000, 0x9FFF), (0xF900, 0xFAFF), (0xFF00, 0xFFEF))
-
-
-def _is_cjk(ch: str) -> bool:
-    o = ord(ch)
-    return any(a <= o <= b for a, b in _CJK_RANGES)
-
-
 def join_words(words, lang: str = "") -> str:
     """Join recognised words as the recogniser wrote them: Whisper marks word starts in
     space-delimited languages with a leading space and writes CJK text without spaces."""

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
+import psutil
 
 from app.pipeline.messages import Translation
-from app.pipeline.stages import MTAdjust
+from app.pipeline.mt_stage import MTAdjust
 
 
 @dataclass(frozen=True)
@@ -257,13 +258,11 @@ def memory_probe(accel: str, budget_mb: float) -> Callable[[], float | None]:
     session runs on CUDA, else this process's RSS against ``budget_mb``."""
     if accel == "cuda":
         def gpu() -> float | None:
-            from numba import cuda
+            from numba import cuda  # Numba is optional: CUDA sessions only
 
             free, total = cuda.current_context().get_memory_info()
             return (total - free) / total if total else None
         return gpu
-    import psutil
-
     proc = psutil.Process(os.getpid())
 
     def rss() -> float:

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from app.core.text import CLAUSE_END, SENTENCE_END, units, unspaced
 from app.pipeline.messages import Segment, join_words
 from app.pipeline.protocols import Word
-
-SENTENCE_END = set("。！？!?.…")
-CLAUSE_END = set("，、；：,;:")
 
 
 @dataclass
@@ -30,12 +28,6 @@ def dangling_number(words: list[Word]) -> bool:
     "million.")."""
     last = words[-1].text.strip() if words else ""
     return bool(last) and (last[-1].isdigit() or all(c in ZH_NUMERALS for c in last))
-
-
-def units(text: str, lang: str) -> int:
-    if lang in ("zh", "ja"):
-        return sum(1 for c in text if not c.isspace() and c not in SENTENCE_END | CLAUSE_END)
-    return len(text.split())
 
 
 class Segmenter:
@@ -79,7 +71,7 @@ class Segmenter:
     def _hold_back(self, lookahead: str) -> list[Word]:
         """Words at the end of the pending text that belong to a word continuing into the
         not-yet-committed text; they wait for the next piece."""
-        if self.cfg.lang not in ("zh", "ja") or len(self._pending) < 2:
+        if not unspaced(self.cfg.lang) or len(self._pending) < 2:
             return []
         texts = [w.text for w in self._pending]
         committed = "".join(texts)

@@ -5,16 +5,10 @@ A pure policy: tests drive it with fake hypotheses. Words carry absolute source 
 
 from __future__ import annotations
 
-import unicodedata
-
+from app.core.text import norm
 from app.pipeline.protocols import Word
 
 PARTIAL_CHAR = "\ufffd"  # what a decoder writes for an incomplete UTF-8 sequence
-
-
-def norm(text: str) -> str:
-    """Comparison form of a word for prefix matching: case-folded, punctuation and spaces removed."""
-    return "".join(c for c in text.casefold() if not unicodedata.category(c).startswith(("P", "Z", "S")))
 
 
 def agree_form(text: str) -> str:

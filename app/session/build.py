@@ -14,7 +14,8 @@ from app.pipeline.policy import (PipelineActuator, PolicyConfig, PolicyEngine, P
                                  memory_probe)
 from app.pipeline.segmenter import SegmenterConfig
 from app.pipeline.speculation import SpeculationConfig, SpeculationController
-from app.pipeline.stages import ASRConfig, MTConfig
+from app.pipeline.mt_stage import MTConfig
+from app.pipeline.recognizer import ASRConfig
 from app.session.models import LoadedModels
 from app.session.options import SessionOptions
 from app.session.tuning import CJK, tuning_for

@@ -13,7 +13,8 @@ from app.obs.faults import FaultyBackend
 from app.obs.metrics import MetricsExporter, parse_bind
 from app.pipeline.engine import PipelineConfig, StreamingPipeline
 from app.pipeline.segmenter import SegmenterConfig
-from app.pipeline.stages import ASRConfig, MTConfig
+from app.pipeline.mt_stage import MTConfig
+from app.pipeline.recognizer import ASRConfig
 
 from .fakes import FakeASR, FakeMT, FakeTTS, FakeVAD, speech
 

@@ -8,7 +8,8 @@ import pytest
 from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
 from app.pipeline.messages import Metric
 from app.pipeline.segmenter import SegmenterConfig
-from app.pipeline.stages import ASRConfig, MTConfig
+from app.pipeline.mt_stage import MTConfig
+from app.pipeline.recognizer import ASRConfig
 
 from .fakes import FakeASR, FakeMT, FakeTTS, FakeVAD, speech
 

@@ -17,7 +17,7 @@ from app.pipeline.policy import (
 from app.pipeline.queues import ControlChannel, FakeClock
 from app.pipeline.segmenter import SegmenterConfig
 from app.pipeline.speculation import SpeculationConfig, SpeculationController
-from app.pipeline.stages import MTAdjust, MTConfig
+from app.pipeline.mt_stage import MTAdjust, MTConfig
 from tests.unit.fakes import FakeASR, FakeMT, speech
 
 

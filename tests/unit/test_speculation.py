@@ -3,10 +3,10 @@
 import threading
 
 from app.pipeline.engine import PipelineConfig, StreamingPipeline
+from app.pipeline.mt_stage import MTConfig
 from app.pipeline.queues import FakeClock
-from app.pipeline.speculation import DraftOutcome, SpeculationConfig, SpeculationController, SpeculationEvent
 from app.pipeline.segmenter import SegmenterConfig
-from app.pipeline.stages import MTConfig
+from app.pipeline.speculation import DraftOutcome, SpeculationConfig, SpeculationController, SpeculationEvent
 from tests.unit.fakes import FakeASR, FakeMT, speech
 
 REJECT = DraftOutcome(drafted=5, accepted=0, saved_steps=0)

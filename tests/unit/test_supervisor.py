@@ -10,7 +10,8 @@ from app.obs.faults import FaultyBackend, parse
 from app.pipeline.engine import PipelineConfig, PipelineError, StreamingPipeline
 from app.pipeline.messages import DubChunk, Translation
 from app.pipeline.segmenter import SegmenterConfig
-from app.pipeline.stages import ASRConfig, MTConfig
+from app.pipeline.mt_stage import MTConfig
+from app.pipeline.recognizer import ASRConfig
 from app.pipeline.supervisor import StageRestarted, SupervisorConfig
 
 from .fakes import FakeASR, FakeMT, FakeTTS, FakeVAD, speech

@@ -5,7 +5,7 @@ import numpy as np
 from app.pipeline.engine import EventBus
 from app.pipeline.messages import DubChunk, Translation
 from app.pipeline.queues import BoundedQueue, ControlChannel, FakeClock, FullPolicy
-from app.pipeline.stages import TTSConfig, TTSStage, clauses, speech_bounds, trim_clause
+from app.pipeline.tts_stage import TTSConfig, TTSStage, clauses, speech_bounds, trim_clause
 
 from .fakes import FakeTTS
 
