@@ -34,7 +34,7 @@ if [ "$(uname -s)" = Linux ] && command -v strip >/dev/null && command -v readel
 fi
 t1=$(date +%s)
 
-# Compile the Numba kernels now, for a generic CPU, and ship them (app/accel/kernel_cache.py): the
+# Compile the Numba kernels now, for a generic CPU, and ship them (app/accel/numba_cache.py): the
 # first launch after installing then compiles nothing. Runs the frozen app itself, so the cache
 # matches the shipped launcher (Numba stamps a frozen app's cache with the executable's hash).
 case "$(uname -s)" in

@@ -10,8 +10,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from app.core.errors import ModelDamaged, UserError
 from app.models import store
 
-CJK = ("zh", "ja")
-
 
 @dataclass
 class PairPlan:

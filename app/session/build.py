@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from app.core.text import unspaced
 from app.models import store
 from app.models.loader import load_asr
 from app.obs import faults as fi  # test-only fault injection (RELAY_FAULTS), off by default
@@ -13,18 +14,18 @@ from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
 from app.pipeline.policy import (PipelineActuator, PolicyConfig, PolicyEngine, PolicyRunner, default_rules,
                                  memory_probe)
 from app.pipeline.segmenter import SegmenterConfig
-from app.pipeline.speculation import SpeculationConfig, SpeculationController
 from app.pipeline.mt_stage import MTConfig
 from app.pipeline.recognizer import ASRConfig
+from app.pipeline.speculation import SpeculationConfig, SpeculationController
 from app.session.models import LoadedModels
 from app.session.options import SessionOptions
-from app.session.tuning import CJK, tuning_for
+from app.session.tuning import tuning_for
 
 
 def segmenter_config(lang: str, eager: int | None) -> SegmenterConfig:
     """Pieces go to MT at the tuning table's eager size unless the user set one."""
     eager = tuning_for(lang).eager if eager is None else eager
-    if lang in CJK:
+    if unspaced(lang):
         return SegmenterConfig(lang=lang, eager_units=eager)
     return SegmenterConfig(lang="en", min_clause_units=4, max_units=20, eager_units=eager)
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-CJK = ("zh", "ja")
+from app.core.text import unspaced
+
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ TUNING = {
 
 def tuning_for(lang: str) -> Tuning:
     """The defaults for a session whose recogniser outputs ``lang``."""
-    return TUNING["cjk" if lang in CJK else "other"]
+    return TUNING["cjk" if unspaced(lang) else "other"]
 
 
 def asr_defaults(lang: str) -> tuple[float, float, float, float]:

@@ -3,7 +3,7 @@
 * Numba's ``cache=True`` kernels need a writable cache folder; the app folder may be read-only
   (Program Files, /opt, a mounted .dmg), so the cache goes to the user's cache folder.
 * The bundle ships its Numba kernels compiled for a generic CPU (``installer/build.sh`` runs
-  ``relay --compile-kernels`` with ``NUMBA_CPU_NAME=generic``; ``app.accel.kernel_cache`` seeds
+  ``relay --compile-kernels`` with ``NUMBA_CPU_NAME=generic``; ``app.accel.numba_cache`` seeds
   the user's cache from them), so the frozen app asks Numba for generic code too: its cache is
   keyed to the CPU, and code for this machine's CPU would mean compiling on the first launch.
 * sounddevice finds PortAudio with ``ctypes.util.find_library``, which only looks at the system's

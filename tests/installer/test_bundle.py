@@ -66,7 +66,7 @@ def test_folder_has_what_the_app_loads_at_run_time_and_not_what_it_never_uses(bu
         assert not (internal / unwanted).exists(), f"{unwanted} should not be in the bundle"
     assert not list(internal.glob("**/libQt6WebEngine*")) and not list(internal.glob("**/libQt6Qml*"))
     assert bundle["folder_bytes"] / 1e6 < MAX_FOLDER_MB
-    # the Numba kernels, compiled at build time for a generic CPU (app/accel/kernel_cache.py)
+    # the Numba kernels, compiled at build time for a generic CPU (app/accel/numba_cache.py)
     shipped = {p.name.split("-")[0] for p in (internal / "numba-cache").glob("*.nbi")}
     for kernel in ("_cpu._log_mel_kernel", "_cpu.resample_block", "_cpu.frame_features", "_cpu.mix_duck"):
         assert kernel in shipped, f"{kernel} was not compiled into the bundle"
