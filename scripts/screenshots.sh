@@ -14,6 +14,14 @@ if [ -z "${DISPLAY:-}" ]; then
   export DISPLAY=$DISP
   for _ in $(seq 50); do [ -e "/tmp/.X11-unix/X${DISP#:}" ] && break; sleep 0.1; done
 fi
+# a bare Xvfb machine has no Chinese font: the source column would show empty boxes
+if ! fc-list :lang=zh 2>/dev/null | grep -q .; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get install -y -q fonts-wqy-microhei >/dev/null 2>&1 || echo "screenshots.sh: no Chinese font could be installed" >&2
+  else
+    echo "screenshots.sh: no Chinese font installed (Debian: fonts-wqy-microhei or fonts-noto-cjk)" >&2
+  fi
+fi
 export QT_QPA_PLATFORM=xcb
 export RELAY_SETTINGS_DIR=$(mktemp -d)
 "$PY" -m app.ui.screenshots "$OUT" "${@:2}"
