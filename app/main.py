@@ -6,9 +6,11 @@ the command line runs on machines without a display or Qt's xcb libraries."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from app.cli.commands import main as cli_main
+from app.pipeline.stage import workers_alive
 
 
 def _window(demo: bool) -> int:
@@ -27,5 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     return cli_main(argv, window=_window, self_test=_self_test)
 
 
+def entry() -> None:
+    """The process's entry (console script, `python -m app`, the frozen app): run ``main`` and exit.
+
+    A model call that stalled cannot be interrupted in Python: the supervisor abandons its worker
+    and the session ends without it. If such a thread is still inside the model library when the
+    interpreter finalises, the library's C++ destructors race it (seen: SIGSEGV, or "terminate
+    called without an active exception" and SIGABRT, instead of the exit code). Every output is
+    written and closed by then, so the process leaves without finalising."""
+    code = main()
+    if workers_alive():
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

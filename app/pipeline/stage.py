@@ -7,12 +7,20 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 
 from app.pipeline.messages import Metric
 from app.pipeline.queues import Closed, ControlChannel, PriorityGate
 from app.pipeline.supervisor import Superseded
 
 log = logging.getLogger("relay.pipeline")
+_all_workers: weakref.WeakSet = weakref.WeakSet()  # every stage worker of this process
+
+
+def workers_alive() -> int:
+    """Stage workers of any session still running: after a session ended, only abandoned workers
+    stuck in a model call that Python cannot interrupt."""
+    return sum(1 for t in list(_all_workers) if t.is_alive())
 
 
 class Stage:
@@ -58,6 +66,7 @@ class Stage:
         every one of them. The worker it replaces, if abandoned, leaves the list in the same
         step: the session does not wait for a stalled call."""
         t = threading.Thread(target=self.run, name=self.name, daemon=True)
+        _all_workers.add(t)
         with self._threads_lock:
             self._workers = [w for w in self._workers if _not_ended(w) and w not in self._abandoned] + [t]
             self._abandoned.clear()

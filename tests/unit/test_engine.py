@@ -117,3 +117,25 @@ def test_stages_hold_their_backends_and_a_swapped_recogniser_takes_the_next_step
     pipe.push_audio(audio[half:], wait_if_full=True)
     pipe.finish(timeout=30)
     assert asr.calls > 0 and alt.calls > 0
+
+
+def test_workers_alive_counts_stage_workers_until_they_end():
+    """app.main.entry leaves without finalising while a worker is stuck in a model call (the
+    model library's C++ destructors would race it): this is what it asks."""
+    import threading
+
+    from app.pipeline.stage import Stage, workers_alive
+
+    release = threading.Event()
+
+    class Stuck(Stage):
+        def loop(self):
+            release.wait(10)
+
+    base = workers_alive()
+    s = Stuck("stuck", bus=None, clock=None)
+    s.start()
+    assert workers_alive() == base + 1
+    release.set()
+    s.join(5)
+    assert workers_alive() == base
