@@ -18,11 +18,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from app.accel.resample import StreamingResampler
 from app.audio.devices import AudioDevice, env_set, open_env
+from app.core.audio import SR
+from app.core.errors import UserError
+from app.pipeline.latency import percentiles
 
 log = logging.getLogger("relay.audio")
 STARTUP_GRACE_S = 2.0
-SR = 16000
 
 
 class SampleRing:
@@ -92,8 +95,6 @@ class CaptureStats:
         self.n_delays += 1
 
     def delay_ms(self) -> dict:
-        from app.pipeline.latency import percentiles
-
         p = percentiles(self.delays[: min(self.n_delays, len(self.delays))])
         return {"p50": p["p50"], "p95": p["p95"], "n": int(self.n_delays)}
 
@@ -103,8 +104,6 @@ class LiveCapture:
 
     def __init__(self, device: AudioDevice, pipe, rate: int = 48000, block_ms: float = 10.0,
                  accel: str = "auto", on_event=None, lost_after_s: float = 4.0, retry_s: float = 1.0):
-        from app.accel.resample import StreamingResampler
-
         self.device, self.pipe, self.rate = device, pipe, rate
         self.block = int(rate * block_ms / 1000)
         self.ring = SampleRing(rate * 30)  # also what --passthrough plays from
@@ -131,7 +130,7 @@ class LiveCapture:
 
     # -- stream management --------------------------------------------------------------------
     def _open(self) -> None:
-        import sounddevice as sd
+        import sounddevice as sd  # PortAudio loads only when a device is used: files need none
 
         with env_set(open_env(self.device, output=False)):
             s = sd.InputStream(device=self.device.portaudio_name, channels=1, samplerate=self.rate,
@@ -243,6 +242,4 @@ def close_stream(s) -> None:
 
 
 def _device_error(dev: AudioDevice, e: Exception):
-    from app.core.errors import UserError
-
     return UserError(f"cannot open '{dev.id}': {str(e).splitlines()[0]}")

@@ -12,6 +12,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import json
 import os
 import shutil
@@ -111,7 +114,7 @@ def _pulse_devices(dl: DeviceList) -> None:
 
 def _portaudio_devices(dl: DeviceList) -> None:
     try:
-        import sounddevice as sd
+        import sounddevice as sd  # PortAudio loads only when a device is used: files need none
 
         devs = sd.query_devices()
         apis = sd.query_hostapis()
@@ -222,9 +225,6 @@ def quiet_alsa() -> None:
     global _alsa_handler
     if _alsa_handler is not None or not sys.platform.startswith("linux"):
         return
-    import ctypes
-    import ctypes.util
-
     name = ctypes.util.find_library("asound")
     if not name:
         return
@@ -246,8 +246,6 @@ def open_env(dev: AudioDevice, output: bool) -> dict:
 
 def env_set(env: dict):
     """Context manager: set variables for the duration of a stream's open call."""
-    import contextlib
-
     quiet_alsa()
 
     @contextlib.contextmanager

@@ -7,10 +7,14 @@ import wave
 from pathlib import Path
 
 import numpy as np
+import soundfile as sf
+import soxr
 
+from app.accel.dispatch import choose_backend
+from app.accel.resample import resample_oneshot
+from app.core.audio import SR
 from app.core.errors import UserError
 
-SR = 16000
 MAX_FILE_SECONDS = 6 * 3600  # a longer file is refused rather than exhausting memory
 
 
@@ -51,23 +55,16 @@ ACCEL_RATES = (48000, 44100, 8000)  # our polyphase kernel's rates; soxr does th
 
 def resample(audio: np.ndarray, sr_in: int, sr_out: int, accel: str = "numpy") -> np.ndarray:
     if sr_out == SR and sr_in in ACCEL_RATES:
-        from app.accel.dispatch import choose_backend
-        from app.accel.resample import resample_oneshot
-
         try:
             backend = choose_backend(accel)
         except ValueError as e:
             raise UserError(str(e)) from None
         if backend != "numpy":  # the NumPy reference is for tests: ~70x slower than soxr
             return resample_oneshot(audio, sr_in, sr_out, backend=backend).astype(np.float32)
-    import soxr
-
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32)
 
 
 def _read_soundfile(p: Path):
-    import soundfile as sf
-
     try:
         with sf.SoundFile(str(p)) as f:
             if f.frames > MAX_FILE_SECONDS * f.samplerate:
@@ -82,7 +79,7 @@ def _read_soundfile(p: Path):
 
 def _read_av(p: Path, name: str):
     try:
-        import av
+        import av  # FFmpeg's libraries load only for files libsndfile cannot read
     except ImportError:  # pragma: no cover - av comes with faster-whisper
         raise UserError(f"{name}: unsupported audio format") from None
     try:

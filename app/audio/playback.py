@@ -20,8 +20,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from app.accel.mix import mix_duck
+from app.accel.resample import StreamingResampler
 from app.audio.capture import STARTUP_GRACE_S, SampleRing, close_stream
 from app.audio.devices import AudioDevice, env_set, open_env
+from app.core.errors import UserError
 from app.pipeline.messages import DubChunk, DubPlayed
 
 log = logging.getLogger("relay.audio")
@@ -111,7 +114,7 @@ class DubPlayer:
 
     # -- stream -------------------------------------------------------------------------------
     def _open(self) -> None:
-        import sounddevice as sd
+        import sounddevice as sd  # PortAudio loads only when a device is used: files need none
 
         with env_set(open_env(self.device, output=True)):
             s = sd.OutputStream(device=self.device.portaudio_name, channels=1, samplerate=self.rate,
@@ -129,8 +132,6 @@ class DubPlayer:
         close_stream(s)
 
     def start(self) -> None:
-        from app.core.errors import UserError
-
         try:
             self._open()
         except Exception as e:
@@ -179,8 +180,6 @@ class DubPlayer:
             self.on_event("error", f"dub playback failed: {e}")
 
     def _take_incoming(self) -> None:
-        from app.accel.resample import StreamingResampler
-
         while self._incoming:
             c = self._incoming.popleft()
             if c.sample_rate == self.rate:
@@ -223,8 +222,6 @@ class DubPlayer:
                 self._dub.popleft()
         self.stats.played_s += filled / self.rate
         if self.passthrough is not None:
-            from app.accel.mix import mix_duck
-
             orig = self._passthrough_block(n)
             out, self._duck = mix_duck(orig, dub, self._duck, self.duck_gain, self.ramp_ms, self.rate,
                                        backend=self.accel)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.error
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -40,10 +43,6 @@ def fetch_from_index(archive: Archive, dest: Path, progress=print, on_bytes=None
 
     The file is chosen by its digest, so the pin decides what is fetched, not a file-name
     convention; ``on_bytes(done, total)`` reports each chunk (the window's progress bar)."""
-    import http.client
-    import urllib.error
-    import urllib.request
-
     base = os.environ.get(INDEX_ENV, DEFAULT_INDEX).rstrip("/")
     url = f"{base}/{archive.package}/{archive.version}/json"
     try:

@@ -106,7 +106,7 @@ def whisper_model(pack_id: str) -> str | dict[str, bytes]:
 
 def load_asr(plan: PairPlan, threads: int = 2, beam_size: int = 1, frontend: str = "incremental",
              accel: str = "numpy"):
-    from app.backends.whisper_ct2 import WhisperCT2
+    from app.backends.whisper_ct2 import WhisperCT2  # CTranslate2 and faster-whisper load with a model only
 
     files = whisper_model(plan.asr_pack)
     lang = "en" if plan.src == "xx" else plan.src
@@ -119,7 +119,7 @@ def load_asr(plan: PairPlan, threads: int = 2, beam_size: int = 1, frontend: str
 
 
 def load_mt(plan: PairPlan, threads: int = 1, beam_size: int = 4):
-    from app.backends.opus_ct2 import CT2Translator, IdentityMT
+    from app.backends.opus_ct2 import CT2Translator, IdentityMT  # CTranslate2 loads with a model only
 
     if plan.mt_pack is None:
         return IdentityMT(plan.tgt)
@@ -140,7 +140,7 @@ def load_mt(plan: PairPlan, threads: int = 1, beam_size: int = 4):
 def load_tts(plan: PairPlan, threads: int = 1):
     if plan.tts_pack is None:
         return None
-    from app.backends.piper_tts import PiperTTS
+    from app.backends.piper_tts import PiperTTS  # Piper and ONNX Runtime load with a voice only
 
     d = store.get(plan.tts_pack).path
     try:

@@ -15,6 +15,8 @@ import sys
 import time
 
 from app.core.errors import UserError
+from app.pipeline.messages import CommittedWords, DubChunk, Metric, Segment, TentativeText, Translation
+from app.pipeline.policy import PolicyTransition
 
 TRACE = 5
 logging.addLevelName(TRACE, "TRACE")
@@ -76,16 +78,6 @@ class SessionLog:
         self.log.log(_level, _msg, extra={"fields": fields})
 
     def __call__(self, ev) -> None:
-        from app.pipeline.messages import (
-            CommittedWords,
-            DubChunk,
-            Metric,
-            Segment,
-            TentativeText,
-            Translation,
-        )
-        from app.pipeline.policy import PolicyTransition
-
         lg = self.log
         if not lg.isEnabledFor(logging.INFO):
             return

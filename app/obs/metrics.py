@@ -14,6 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from app.core.errors import UserError
+from app.pipeline.messages import Translation
+from app.pipeline.supervisor import StageRestarted
 
 log = logging.getLogger("relay.metrics")
 
@@ -71,9 +73,6 @@ class SessionMetrics:
         pipe.bus.subscribe(self)
 
     def __call__(self, ev) -> None:
-        from app.pipeline.messages import Translation
-        from app.pipeline.supervisor import StageRestarted
-
         if isinstance(ev, StageRestarted):
             self.restarts.labels(ev.stage, ev.reason).inc()
         elif isinstance(ev, Translation) and not ev.preview:

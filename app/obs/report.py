@@ -114,8 +114,8 @@ def table(r: dict) -> str:
 def plot_png(r: dict, path: str, width: int = 960, height: int = 420) -> int:
     """Latency over session time, one series per output; returns the number of points drawn."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, QRectF, Qt
-    from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPen
+    from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPointF, QRectF, Qt  # Qt only to draw --plot
+    from PySide6.QtGui import QColor, QGuiApplication, QImage, QPainter, QPen  # (offscreen QImage)
 
     app = QGuiApplication.instance() or QGuiApplication([])  # noqa: F841 - fonts need an application
     series = {k: [(t, v) for t, kind, v in r["timeline"] if kind == k] for k in KINDS}

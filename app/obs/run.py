@@ -4,9 +4,14 @@ level, the metrics exporter, the session log, the report."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 
+from app.obs import faults
 from app.obs.logs import SessionLog, level_of, setup_logging
+from app.obs.metrics import start_exporter
+from app.obs.report import check_writable, write_report
+from app.pipeline.supervisor import StageRestarted
 
 
 class RunObservability:
@@ -14,11 +19,6 @@ class RunObservability:
     pipeline once it exists, closed when the run ends."""
 
     def __init__(self, args):
-        import os
-
-        from app.obs import faults
-        from app.obs.report import check_writable
-
         self.args = args
         setup_logging(level_of(getattr(args, "log_level", None), getattr(args, "verbose", False)))
         faults.from_env(os.environ)  # a malformed test-only knob fails before the models load
@@ -26,8 +26,6 @@ class RunObservability:
             check_writable(args.report)
         self.exporter = None
         if getattr(args, "metrics_port", None):
-            from app.obs.metrics import start_exporter
-
             self.exporter = start_exporter(args.metrics_port)
             print(f"relay: metrics on http://{self.exporter.host}:{self.exporter.port}/metrics",
                   file=sys.stderr, flush=True)
@@ -41,8 +39,6 @@ class RunObservability:
 
     def write_report(self, summary: dict, pipe) -> None:
         if getattr(self.args, "report", None):
-            from app.obs.report import write_report
-
             write_report(self.args.report, summary, pipe)
 
     def close(self) -> None:
@@ -52,7 +48,5 @@ class RunObservability:
 
 
 def _json_restarts(ev) -> None:
-    from app.pipeline.supervisor import StageRestarted
-
     if isinstance(ev, StageRestarted):
         print(json.dumps({"type": "stage_restarted", **ev.as_dict()}), flush=True)
