@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from app.cloud import client as C
+from app.cloud import delivery as D
 from app.cloud.client import CloudClient
 from app.cloud.link import WS_LOG
 from app.session.options import SessionOptions
@@ -45,18 +45,18 @@ def test_a_missing_event_number_ends_the_cloud_session_after_the_gap_timeout(cli
     c, clock = client
     c._insert(2, ev(2))  # event 1 never comes
     assert c._mode == "cloud"
-    clock.t = C.GAP_TIMEOUT_S + 0.1
+    clock.t = D.GAP_TIMEOUT_S + 0.1
     c._insert(3, ev(3))
     assert c._mode == "failed" and "event 1 never came" in c.error
 
 
 def test_the_reorder_buffer_is_bounded(client):
     c, _ = client
-    for n in range(2, C.REORDER_MAX + 3):
+    for n in range(2, D.REORDER_MAX + 3):
         c._insert(n, ev(n))
         if c._mode != "cloud":
             break
-    assert c._mode == "failed" and len(c._reorder) <= C.REORDER_MAX + 1
+    assert c._mode == "failed" and len(c._reorder) <= D.REORDER_MAX + 1
 
 
 def test_events_in_order_pass_and_a_filled_gap_clears(client):
