@@ -5,7 +5,8 @@ client's local pipeline (where it may hand back to the cloud)."""
 
 from __future__ import annotations
 
-SR = 16000
+from app.core.audio import SR
+from app.pipeline.messages import CommittedWords, Segment, TentativeText, Translation
 
 
 class AnswerTracker:
@@ -27,8 +28,6 @@ class AnswerTracker:
         return self._clean and not self._pending
 
     def __call__(self, ev) -> None:
-        from app.pipeline.messages import CommittedWords, Segment, TentativeText, Translation
-
         if isinstance(ev, CommittedWords):
             self._clean = False
         elif isinstance(ev, Segment):

@@ -17,14 +17,21 @@ from __future__ import annotations
 
 import collections
 import logging
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 log = logging.getLogger("relay.cloud.batching")
 
-Item = tuple[str, str, int]  # source, target prefix, beam size
+class Item(NamedTuple):
+    source: str
+    prefix: str  # the target prefix to force
+    beam: int
+    memory: object = None  # the session's translator view (app/cloud/views.mt_view): its recent outputs
+
+
 BatchFn = Callable[[Sequence[Item]], list[str]]
 
 
@@ -92,8 +99,8 @@ class MicroBatcher:
         return max(1, self.workers - others)
 
     # -- requests ----------------------------------------------------------------------------
-    def submit(self, direction: str, source: str, target_prefix: str, beam_size: int) -> str:
-        req = _Request(direction, (source, target_prefix, beam_size), self.clock())
+    def submit(self, direction: str, source: str, target_prefix: str, beam_size: int, memory=None) -> str:
+        req = _Request(direction, Item(source, target_prefix, beam_size, memory), self.clock())
         with self._cond:
             if self._closed:
                 raise RuntimeError("translation service stopped")
@@ -174,10 +181,11 @@ class MicroBatcher:
 
 
 class SessionTranslator:
-    """The MTBackend one session's pipeline sees: every call goes through the shared batcher."""
+    """The MTBackend one session's pipeline sees: every call goes through the shared batcher.
+    ``like`` is the session's view of the shared translator (its memory of recent outputs)."""
 
     def __init__(self, batcher: MicroBatcher, direction: str, like):
-        self.batcher, self.direction = batcher, direction
+        self.batcher, self.direction, self.memory = batcher, direction, like
         self.name = getattr(like, "name", direction)
         self.source_lang = getattr(like, "source_lang", direction.split("-")[0])
         self.target_lang = getattr(like, "target_lang", direction.split("-")[-1])
@@ -188,19 +196,20 @@ class SessionTranslator:
             self.translate_with_draft = like.translate_with_draft
 
     def translate(self, source: str, target_prefix: str = "", beam_size: int | None = None) -> str:
-        return self.batcher.submit(self.direction, source, target_prefix, beam_size or self.beam_size)
+        return self.batcher.submit(self.direction, source, target_prefix, beam_size or self.beam_size, self.memory)
 
 
 def batch_engine(mt) -> BatchFn:
-    """A batch function for a loaded MT backend. One item goes through the backend's own
+    """A batch function for a loaded MT backend. One item goes through its session's view's own
     ``translate`` (so a lone session gets exactly what the local pipeline would); several go
     through one CTranslate2 ``translate_batch`` with the same decoding options, prefix handling
-    and target-token memory as ``CT2Translator.translate``."""
+    and target-token memory (each item's own session's) as ``CT2Translator.translate``."""
     ct2_parts = all(hasattr(mt, a) for a in ("_tr", "_sp_src", "_prefix_tokens", "_detok", "_remember", "_lock"))
 
     def run(items: Sequence[Item]) -> list[str]:
         if len(items) == 1 or not ct2_parts:
-            return [mt.translate(s, target_prefix=p, beam_size=b) for s, p, b in items]
+            return [_own(it, mt).translate(it.source, target_prefix=it.prefix, beam_size=it.beam)
+                    for it in items]
         return _ct2_batch(mt, items)
 
     return run
@@ -209,24 +218,24 @@ def batch_engine(mt) -> BatchFn:
 def _ct2_batch(mt, items: Sequence[Item]) -> list[str]:
     out: list[str | None] = [None] * len(items)
     idx, srcs, prefixes = [], [], []
-    with mt._lock:
-        for i, (s, p, _) in enumerate(items):
-            s = s.strip()
+    with mt._lock:  # the views share the translator's lock
+        for i, it in enumerate(items):
+            s, p = it.source.strip(), it.prefix
             if not s:
                 out[i] = p
                 continue
             idx.append(i)
             srcs.append(mt._sp_src.encode(s, out_type=str))
-            prefixes.append(mt._prefix_tokens(p) if p.strip() else None)
+            prefixes.append(_own(it, mt)._prefix_tokens(p) if p.strip() else None)
         if srcs:
             res = mt._tr.translate_batch(srcs, target_prefix=prefixes if any(prefixes) else None,
-                                         beam_size=items[0][2], max_decoding_length=_opt(mt, "MAX_DECODING_LENGTH", 256),
+                                         beam_size=items[0].beam, max_decoding_length=_opt(mt, "MAX_DECODING_LENGTH", 256),
                                          repetition_penalty=_opt(mt, "REPETITION_PENALTY", 1.1))
             for i, pre, r in zip(idx, prefixes, res):
                 toks = r.hypotheses[0]
                 text = mt._detok(toks)
-                mt._remember(text, toks)
-                p = items[i][1]
+                _own(items[i], mt)._remember(text, toks)
+                p = items[i].prefix
                 forced = mt._detok(pre or [])
                 if p and text.startswith(forced):  # keep the exact committed prefix string
                     text = p.strip() + text[len(forced):]
@@ -234,8 +243,11 @@ def _ct2_batch(mt, items: Sequence[Item]) -> list[str]:
     return out  # type: ignore[return-value]
 
 
+def _own(item: Item, mt):
+    """The translator object whose memory this item uses: its session's view, else the shared one."""
+    return mt if item.memory is None else item.memory
+
+
 def _opt(mt, name: str, default):
     """A decoding constant of the backend's module, so batched and single calls decode alike."""
-    import sys
-
     return getattr(sys.modules.get(type(mt).__module__), name, default)

@@ -10,15 +10,20 @@ and the fuzz tests can drive the decoders directly.
 from __future__ import annotations
 
 import json
+import math
+import re
 import struct
 import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from app.core.audio import SR
+from app.pipeline.messages import CommittedWords, Metric, Segment, TentativeText, Translation
+from app.pipeline.protocols import Word
+
 VERSION = 1
 SUBPROTOCOL = "relay.v1"
-SR = 16000
 HEARTBEAT_S = 0.1
 
 AUDIO_MAGIC = b"RLA1"
@@ -34,6 +39,8 @@ MAX_MESSAGE_BYTES = 1 << 20  # the WebSocket layer closes (1009) above this
 AUDIO_BURST_S = 3.0  # how far real-time audio may run ahead of the wall clock (catching up after a stall)
 FAST_AHEAD_S = 30.0  # fast mode: how far audio may run ahead of what has been answered
 TEXT_RATE_PER_S = 50.0  # client control messages (heartbeats are 10 a second)
+MAX_START_SAMPLE = 1 << 48  # ~557 years of audio: far past any session, far inside u64
+PAIR_RE = re.compile(r"[a-z]{2,3}-[a-z]{2,3}")
 
 CODECS = ("pcm16", "pcm16-zlib")
 CLIENT_TYPES = ("hello", "hb", "end")
@@ -95,21 +102,35 @@ def decode_audio(data: bytes) -> AudioFrame:
 
 
 def encode_json(obj: dict) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+    """Strict JSON: NaN and Infinity are not JSON, so they raise ValueError instead of travelling."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    x = float(text)
+    if not math.isfinite(x):  # 1e999 parses to inf
+        raise ValueError("a number out of range")
+    return x
 
 
 def decode_client_text(text: str) -> dict:
-    """A client control message: a JSON object of a known type, within the size limit."""
+    """A client control message: a JSON object of a known type, within the size limit, with
+    finite numbers only (NaN, Infinity and overflowing floats are refused)."""
     if len(text) > MAX_TEXT_BYTES:
         raise ProtocolError("too_large", f"control message over {MAX_TEXT_BYTES} bytes")
     try:
-        obj = json.loads(text)
+        obj = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, RecursionError):
-        raise ProtocolError("malformed", "control message is not JSON") from None
+        raise ProtocolError("malformed", "control message is not JSON (or holds a non-finite number)") from None
     if not isinstance(obj, dict) or obj.get("type") not in CLIENT_TYPES:
         raise ProtocolError("malformed", "control message needs a known 'type'")
-    if obj["type"] == "hb" and not isinstance(obj.get("t", 0), (int, float)):
-        raise ProtocolError("malformed", "heartbeat 't' must be a number")
+    t = obj.get("t", 0)
+    if obj["type"] == "hb" and (not isinstance(t, (int, float)) or isinstance(t, bool) or abs(t) > 1e12):
+        raise ProtocolError("malformed", "heartbeat 't' must be a finite number")
     return obj
 
 
@@ -121,28 +142,31 @@ class Hello:
     options: dict
 
 
-_OPTION_TYPES = {"no_tts": bool, "beam": (int, type(None)), "asr_step": (int, float, type(None)),
-                 "commit_lookahead": (int, float, type(None)),
-                 "first_commit_lookahead": (int, float, type(None)),
-                 "asr_context": (int, float, type(None)), "confident_commit": (int, float, type(None)),
-                 "confident_lookahead": (int, float, type(None)), "preview": str,
-                 "eager": (int, type(None)), "speculative": str, "policy": str, "realtime": bool}
+_NUM = (int, float, type(None))
+_OPTION_TYPES = {"no_tts": bool, "beam": (int, type(None)), "asr_step": _NUM, "commit_lookahead": _NUM,
+                 "first_commit_lookahead": _NUM, "asr_context": _NUM, "confident_commit": _NUM,
+                 "confident_lookahead": _NUM, "preview": str, "eager": (int, type(None)), "speculative": str,
+                 "policy": str, "realtime": bool}
+_OPTION_CHOICES = {"preview": ("auto", "on", "off"), "speculative": ("auto", "on", "off"), "policy": ("on", "off")}
+_OPTION_MAX = 1_000_000  # no option means anything past this; the server's own bounds are tighter
 
 
 def parse_hello(obj: dict) -> Hello:
+    """The hello's shape: a known version, pair, codec and start, options of the right types and
+    within their choices (``bad_options``). Ranges are the server's (app/cloud/limits.py)."""
     if obj.get("type") != "hello":
         raise ProtocolError("malformed", "the first message must be 'hello'")
     if obj.get("v") != VERSION:
         raise ProtocolError("version", f"protocol version {obj.get('v')!r} is not supported (server speaks {VERSION})")
     pair = obj.get("pair")
-    if not isinstance(pair, str) or not 3 <= len(pair) <= 16:
+    if not isinstance(pair, str) or not PAIR_RE.fullmatch(pair):
         raise ProtocolError("malformed", "hello needs a 'pair' such as zh-en")
     codec = obj.get("codec", "pcm16")
     if codec not in CODECS:
-        raise ProtocolError("malformed", f"unknown codec {codec!r}")
+        raise ProtocolError("malformed", f"unknown codec {str(codec)[:20]!r}")
     start = obj.get("start_sample", 0)
-    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-        raise ProtocolError("malformed", "'start_sample' must be a non-negative integer")
+    if not isinstance(start, int) or isinstance(start, bool) or not 0 <= start < MAX_START_SAMPLE:
+        raise ProtocolError("malformed", f"'start_sample' must be an integer from 0 to {MAX_START_SAMPLE - 1}")
     opts = obj.get("options", {})
     if not isinstance(opts, dict):
         raise ProtocolError("malformed", "'options' must be an object")
@@ -150,15 +174,36 @@ def parse_hello(obj: dict) -> Hello:
     for k, v in opts.items():
         t = _OPTION_TYPES.get(k)
         if t is None or not isinstance(v, t) or (isinstance(v, bool) and t is not bool):
-            raise ProtocolError("malformed", f"option {k!r} is unknown or has the wrong type")
+            raise ProtocolError("malformed", f"option {str(k)[:30]!r} is unknown or has the wrong type")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not (math.isfinite(v) and abs(v) <= _OPTION_MAX):
+            raise ProtocolError("bad_options", f"option {k!r} is out of range")
+        if k in _OPTION_CHOICES and v not in _OPTION_CHOICES[k]:
+            raise ProtocolError("bad_options", f"option {k!r} must be one of {', '.join(_OPTION_CHOICES[k])}")
         clean[k] = v
     return Hello(pair, codec, start, clean)
 
 
-def encode_dub(n: int, stamp: tuple[int, int], header: dict, audio: np.ndarray) -> bytes:
+def dub_body(header: dict, audio: np.ndarray) -> tuple[int, bytes]:
+    """A dub frame without its number: (JSON header length, header + PCM). Encoded where the
+    audio is produced; ``number_dub`` only prepends the binary header."""
     h = encode_json(header).encode()
     pcm = (np.clip(audio, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-    return _DUB_HDR.pack(DUB_MAGIC, n, stamp[0], stamp[1], len(h)) + h + pcm
+    return len(h), h + pcm
+
+
+def number_dub(n: int, stamp: tuple[int, int], body: tuple[int, bytes]) -> bytes:
+    return _DUB_HDR.pack(DUB_MAGIC, n, stamp[0], stamp[1], body[0]) + body[1]
+
+
+def encode_dub(n: int, stamp: tuple[int, int], header: dict, audio: np.ndarray) -> bytes:
+    return number_dub(n, stamp, dub_body(header, audio))
+
+
+def number_event(n: int, ts: tuple[int, int], body: str) -> str:
+    """An ``ev`` message from its event's JSON (``encode_json`` of ``event_to_wire``): the same
+    text as ``encode_json({"type": "ev", "n": n, "ts": ts, "ev": ...})``, numbered without
+    re-encoding (numbers are given on the event loop, in order, and must never fail there)."""
+    return f'{{"type":"ev","n":{int(n)},"ts":[{int(ts[0])},{int(ts[1])}],"ev":{body}}}'
 
 
 def decode_dub(data: bytes) -> tuple[int, tuple[int, int], dict, np.ndarray]:
@@ -181,13 +226,22 @@ class TokenBucket:
         self.level = burst
         self.t = now
 
+    def _refill(self, now: float) -> None:
+        self.level = min(self.burst, self.level + max(0.0, now - self.t) * self.rate)
+        self.t = max(self.t, now)
+
     def take(self, now: float, amount: float = 1.0) -> bool:
-        self.level = min(self.burst, self.level + (now - self.t) * self.rate)
-        self.t = now
+        self._refill(now)
         if self.level >= amount:
             self.level -= amount
             return True
         return False
+
+    def debit(self, now: float, amount: float) -> float:
+        """Take ``amount`` even if that overdraws the bucket; the seconds until it is paid back."""
+        self._refill(now)
+        self.level -= amount
+        return max(0.0, -self.level / self.rate)
 
 
 # -- events: pipeline messages <-> JSON ---------------------------------------------------------
@@ -197,16 +251,12 @@ def _words(words, off: float) -> list:
 
 
 def _unwords(rows) -> tuple:
-    from app.pipeline.protocols import Word
-
     return tuple(Word(str(t), float(s), float(e), float(p)) for t, s, e, p in rows)
 
 
 def event_to_wire(ev, off: float) -> dict | None:
     """A pipeline event as JSON (times shifted by ``off`` seconds onto the session timeline);
     None for events that do not travel (dub chunks travel as binary frames)."""
-    from app.pipeline.messages import CommittedWords, Metric, Segment, TentativeText, Translation
-
     if isinstance(ev, TentativeText):
         return {"k": "partial", "words": _words(ev.words, off), "tail": ev.committed_tail}
     if isinstance(ev, CommittedWords):
@@ -229,8 +279,6 @@ def event_to_wire(ev, off: float) -> dict | None:
 def wire_to_event(d: dict, now: float, segments: dict):
     """Rebuild a pipeline message from its JSON, stamped with the receiver's clock ``now``.
     ``segments`` maps seq → Segment so a translation can carry its segment."""
-    from app.pipeline.messages import CommittedWords, Metric, Segment, TentativeText, Translation
-
     k = d["k"]
     if k == "partial":
         return TentativeText(_unwords(d["words"]), d.get("tail", ""), now)

@@ -5,6 +5,7 @@ is keyed by sample index, so a new session at sample 0 would read the old sessio
 
 from __future__ import annotations
 
+import collections
 import copy
 import dataclasses
 import threading
@@ -25,6 +26,17 @@ def asr_view(asr, language_fixed: bool):
 def vad_view(vad):
     v = copy.copy(vad)
     v.reset()
+    return v
+
+
+def mt_view(mt):
+    """A per-session view of a shared translator: the same weights and lock, its own memory of
+    recent outputs (CT2Translator._recent: committed translations forced back as decoder
+    prefixes), so one session's history never shapes another session's decoding."""
+    if not hasattr(mt, "_recent"):
+        return mt
+    v = copy.copy(mt)
+    v._recent = collections.OrderedDict()
     return v
 
 

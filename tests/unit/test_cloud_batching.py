@@ -20,7 +20,7 @@ class FakeTranslator:
         with self.lock:
             self.batches.append(list(items))
         time.sleep(self.cost_s)
-        return [f"{self.name}:{p}|{s}" for s, p, _ in items]
+        return [f"{self.name}:{it[1]}|{it[0]}" for it in items]
 
 
 def run_sessions(batcher, direction, n, calls, out, prefix="s"):
