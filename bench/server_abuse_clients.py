@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from websockets.exceptions import ConnectionClosed
 
 from app.cloud import protocol as P
 
@@ -37,9 +38,12 @@ async def open_session(url, cert, options=None, **kw):
     ws = await connect(url, ssl=client_ctx(cert), additional_headers={"Authorization": f"Bearer {TOKEN}"},
                        subprotocols=[P.SUBPROTOCOL], compression=None, ping_interval=None, max_size=None,
                        open_timeout=20, **kw)
-    await ws.send(P.encode_json({"type": "hello", "v": 1, "pair": "zh-en",
-                                 "options": {"no_tts": True, **(options or {})}}))
-    first = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    try:
+        await ws.send(P.encode_json({"type": "hello", "v": 1, "pair": "zh-en",
+                                     "options": {"no_tts": True, **(options or {})}}))
+        first = json.loads(await asyncio.wait_for(ws.recv(), 30))
+    except ConnectionClosed as e:  # refused at once (busy), before the hello was read
+        raise RuntimeError(e.rcvd.reason if e.rcvd else "closed") from None
     if first["type"] != "welcome":
         ws.transport.abort()
         raise RuntimeError(first.get("code", first["type"]))
@@ -126,16 +130,19 @@ async def attack_churn(url, cert, n):
             else:
                 counts["failed"] += 1
                 continue
-            for seq, off in enumerate(range(0, len(audio), 4000)):
-                await ws.send(P.encode_audio(seq, off, audio[off:off + 4000], compress=i % 2 == 0))
             kind = ("closed", "killed", "killed_after_end")[i % 3]
-            if kind == "closed":
-                await ws.close()
-            else:
-                if kind == "killed_after_end":
-                    await ws.send(P.encode_json({"type": "end"}))
-                ws.transport.abort()
-            counts[kind] += 1
+            try:
+                for seq, off in enumerate(range(0, len(audio), 4000)):
+                    await ws.send(P.encode_audio(seq, off, audio[off:off + 4000], compress=i % 2 == 0))
+                if kind == "closed":
+                    await ws.close()
+                else:
+                    if kind == "killed_after_end":
+                        await ws.send(P.encode_json({"type": "end"}))
+                    ws.transport.abort()
+                counts[kind] += 1
+            except ConnectionClosed:  # closed by the server meanwhile
+                counts["failed"] += 1
 
     await asyncio.gather(*(worker() for _ in range(4)))
     return counts
@@ -229,8 +236,6 @@ def fuzz_frame(rng: random.Random) -> bytes | str:
 
 
 async def attack_fuzz(url, cert, n, seed=1234):
-    from websockets.exceptions import ConnectionClosed
-
     rng = random.Random(seed)
     stats = {"frames": 0, "sessions": 0, "errors": {}, "closes": {}, "other": {}}
     while stats["frames"] < n:

@@ -161,15 +161,19 @@ class Server:
 
         sess = Session(sid, hello, pipe, opts.realtime, token, self.limits, loop, on_fatal)
         sess.fatal = fatal
-        self.sessions[sid] = sess  # from here on the handler releases it, whatever happens
+        self.sessions[sid] = sess
         self.batcher.open_session(hello.pair)
-        pipe.start()  # on the loop: a few threads started, no await between build and release
-        sess.t0 = time.monotonic()
-        log.info("session %s opened: %s from sample %d", sid, hello.pair, hello.start_sample)
-        await link.send(P.encode_json({"type": "welcome", "v": P.VERSION, "session": sid,
-                                       "hb_ms": int(P.HEARTBEAT_S * 1000), "max_frame_samples": P.MAX_FRAME_SAMPLES,
-                                       "pair": hello.pair, "out_lang": models.out_lang,
-                                       "start_sample": hello.start_sample}))
+        try:
+            pipe.start()  # on the loop: a few threads started
+            sess.t0 = time.monotonic()
+            log.info("session %s opened: %s from sample %d", sid, hello.pair, hello.start_sample)
+            await link.send(P.encode_json({"type": "welcome", "v": P.VERSION, "session": sid,
+                                           "hb_ms": int(P.HEARTBEAT_S * 1000), "pair": hello.pair,
+                                           "max_frame_samples": P.MAX_FRAME_SAMPLES, "out_lang": models.out_lang,
+                                           "start_sample": hello.start_sample}))
+        except BaseException:  # the handler never saw this session: released here
+            await self._release(sess, "not started")
+            raise
         return sess
 
     async def _run(self, link: Link, sess: Session) -> None:
