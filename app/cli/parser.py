@@ -108,7 +108,21 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8765)
     sv.add_argument("--cert", help="TLS certificate (PEM)")
     sv.add_argument("--key", help="TLS private key (PEM)")
-    sv.add_argument("--tokens", help="file with one access token a line")
+    sv.add_argument("--tokens", metavar="FILE",
+                    help="file with one access token a line, chmod 600 (or set RELAY_TOKENS)")
+    sv.add_argument("--pairs", help="pairs served, loaded at start (default zh-en; RELAY_SERVE_PAIRS)")
+    sv.add_argument("--lazy-pairs", dest="lazy_pairs", action="store_const", const=True, default=None,
+                    help="also serve other installed pairs, loading each on first use")
+    sv.add_argument("--max-sessions", dest="max_sessions", type=int, help="sessions open at once (default 32)")
+    sv.add_argument("--max-sessions-per-token", dest="max_sessions_per_token", type=int,
+                    help="sessions open at once per token (default 8)")
+    sv.add_argument("--frames-per-s", dest="frames_per_s", type=float,
+                    help="client messages a second per session (default 200)")
+    sv.add_argument("--bytes-per-s", dest="bytes_per_s", type=float,
+                    help="client bytes a second per session, audio decompressed (default 1 MiB)")
+    sv.add_argument("--send-timeout", dest="send_timeout_s", type=float,
+                    help="close a client that reads nothing for this many seconds (default 5)")
+    sv.add_argument("--max-beam", dest="max_beam", type=int, help="largest MT beam a client may ask for (default 8)")
     sv.add_argument("-v", "--verbose", action="store_true")
 
     m = sub.add_parser("models", help="install, list, verify and import model packs")

@@ -56,7 +56,7 @@ from app.pipeline.ringbuffer import AudioRing
 
 log = logging.getLogger("relay.cloud.client")
 FAST_AHEAD_S = 20.0  # fast mode: at most this much unanswered audio in flight
-OUTBOX_MAX_S = 30.0  # audio waiting to be sent; past it the link counts as lost (local fallback)
+OUTBOX_MAX_S = 30.0  # audio sent and not answered; past it the link counts as lost (local fallback)
 RING_S = 120.0
 
 
@@ -292,8 +292,8 @@ class CloudClient(CloudDelivery, Failover):
             data = P.encode_audio(self._frame_seq, start + off, samples[off:off + block], self.compress)
             self._frame_seq += 1
             self._loop.call_soon_threadsafe(self._out.put_nowait, data)
-        if self._out.qsize() * block > OUTBOX_MAX_S * SR:
-            self._loop.call_soon_threadsafe(self._lost, "the link does not take the audio fast enough", self._ws)
+        if self.ring.written - self._refeed_point() > OUTBOX_MAX_S * SR:  # fast mode waits at FAST_AHEAD_S
+            self._loop.call_soon_threadsafe(self._lost, "the server has not answered 30 s of audio", self._ws)
 
     async def _sender(self, ws) -> None:
         while True:

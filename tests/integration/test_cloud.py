@@ -38,6 +38,7 @@ class Server:
         self.cert, self.key = make_cert(folder)
         self.tokens = folder / "tokens"
         self.tokens.write_text(f"# one a line\n{TOKEN}\nother-token-abcdef\n")
+        self.tokens.chmod(0o600)  # relay serve refuses a tokens file others can read
         e = dict(os.environ, PYTHONPATH=str(ROOT), RELAY_SERVE_PAIRS=pairs, **(env or {}))
         self.proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", "0", "--cert", self.cert,
                                       "--key", self.key, "--tokens", str(self.tokens), "-v"],
