@@ -55,7 +55,7 @@ def test_self_test_flags_are_checked():
 
 
 def test_failed_checks_are_reported_not_raised(monkeypatch, capsys):
-    from app import selftest
+    from app.ui import selftest
 
     monkeypatch.setattr(selftest, "run_pipeline", lambda launched, clip_s, log, *preloaded: (_ for _ in ()).throw(
         selftest.SelfTestFailed("translation: 'sales' missing from 'hello'")))
