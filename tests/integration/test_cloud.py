@@ -39,7 +39,10 @@ class Server:
         self.tokens = folder / "tokens"
         self.tokens.write_text(f"# one a line\n{TOKEN}\nother-token-abcdef\n")
         self.tokens.chmod(0o600)  # relay serve refuses a tokens file others can read
-        e = dict(os.environ, PYTHONPATH=str(ROOT), RELAY_SERVE_PAIRS=pairs, **(env or {}))
+        # every test client comes from 127.0.0.1: the wrong-token tests must not get the fault
+        # tests' reconnects throttled (refusal throttling has its own tests in test_server_abuse)
+        e = dict(os.environ, PYTHONPATH=str(ROOT), RELAY_SERVE_PAIRS=pairs, RELAY_SERVE_REFUSALS_PER_MIN="1000",
+                 **(env or {}))
         self.proc = subprocess.Popen([sys.executable, "-m", "app", "serve", "--port", "0", "--cert", self.cert,
                                       "--key", self.key, "--tokens", str(self.tokens), "-v"],
                                      stderr=subprocess.PIPE, text=True, env=e, cwd=ROOT)

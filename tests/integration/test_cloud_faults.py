@@ -46,7 +46,7 @@ class FaultProxy:
             except OSError:
                 return
             if self.refusing:
-                c.abort()
+                c.close()
                 continue
             s = socket.create_connection(("127.0.0.1", self.target))
             self.conns += [c, s]
@@ -87,7 +87,7 @@ class FaultProxy:
         for c in list(self.conns):
             try:
                 c.shutdown(socket.SHUT_RDWR)
-                c.abort()
+                c.close()
             except OSError:
                 pass
         self.conns.clear()
