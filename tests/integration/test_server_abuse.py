@@ -10,7 +10,6 @@ import logging
 import os
 import socket
 import ssl
-import subprocess
 import threading
 import time
 
@@ -25,19 +24,13 @@ from app.cloud.server_auth import tls_context
 from app.cloud.server_pool import ModelPool
 from app.core import memory
 
+from .test_cloud import make_cert
+
 pytestmark = pytest.mark.models
 # what cmd_serve sets (see there): effective when this process has not loaded CTranslate2 yet
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 TOKEN = "abuse-test-token-0123456789"
 OTHER = "abuse-other-token-abcdefgh"
-
-
-def make_cert(folder) -> tuple[str, str]:
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
-    return str(cert), str(key)
 
 
 class Running:
