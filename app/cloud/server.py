@@ -329,7 +329,7 @@ class Server:
         try:
             srv = await serve(self.handler, host, port, ssl=ctx, process_request=self.process_request,
                               subprotocols=[P.SUBPROTOCOL], compression=None, max_size=P.MAX_MESSAGE_BYTES,
-                              ping_interval=None, open_timeout=5, close_timeout=CLOSE_GRACE_S,
+                              ping_interval=None, open_timeout=self.limits.hello_timeout_s, close_timeout=CLOSE_GRACE_S,
                               logger=logging.getLogger("relay.cloud.ws"))
         except OSError as e:
             raise UserError(f"cannot listen on {host}:{port} ({e.strerror})") from None

@@ -290,11 +290,21 @@ def test_a_flood_is_closed_with_rate_while_a_healthy_session_goes_on(shared, tra
 
 
 def test_a_client_that_never_reads_is_closed_within_the_send_timeout(shared, tracebacks):
+    from websockets.exceptions import InvalidMessage
+
     srv = Running(shared, send_timeout_s=1.0, send_buffer=16 << 10, outbox_bytes=256 << 20)
     try:
-        sock = socket.create_connection(("127.0.0.1", srv.port))
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        silent = srv.session(sock=sock, max_queue=1)
+        silent = None
+        for attempt in range(2):  # the handshake is not what this test is about: a loaded CI box may drop one
+            sock = socket.create_connection(("127.0.0.1", srv.port))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            try:
+                silent = srv.session(sock=sock, max_queue=1)
+                break
+            except InvalidMessage:
+                sock.close()
+                if attempt:
+                    raise
         sess = next(iter(srv.server.sessions.values()))
         blob = b"\0" * (256 << 10)
         t0 = time.monotonic()
