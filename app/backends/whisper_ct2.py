@@ -138,7 +138,8 @@ class WhisperCT2:
         toks = self.tokenizer.encode(" " + text.strip())
         return toks[-223:]
 
-    def _decode(self, feats: np.ndarray, prompt: str, prefix_text: str) -> tuple[list[int], list[Word]]:
+    def _decode(self, feats: np.ndarray, prompt: str, prefix_text: str,
+                beam_size: int | None = None) -> tuple[list[int], list[Word]]:
         if self.tokenizer is None:
             if feats.shape[1] < 150:  # under 1.5 s: too little to tell the language
                 return [], []
@@ -167,7 +168,7 @@ class WhisperCT2:
         res = self._model.model.generate(
             enc,
             [seq],
-            beam_size=self.beam_size,
+            beam_size=beam_size or self.beam_size,
             max_length=max_len,
             suppress_blank=not prefix_toks,
             suppress_tokens=self._suppress,
@@ -208,14 +209,16 @@ class WhisperCT2:
             _, words = self._decode(feats, prompt, prefix_text)
         return _to_script(words) if self._zh else words
 
-    def transcribe_utterance(self, audio: np.ndarray) -> list[Word]:
-        """Whole-utterance recognition (serial cascade): 30 s chunks, no streaming state."""
+    def transcribe_utterance(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None) -> list[Word]:
+        """Whole-utterance recognition (serial cascade, second pass): 30 s chunks, no streaming
+        state; ``prompt``: earlier final text as context; ``beam_size`` over the backend's."""
         out: list[Word] = []
         step = N_FRAMES * HOP
         with self._lock:
             for off in range(0, max(len(audio), 1), step):
                 feats = log_mel_reference(audio[off : off + step], self.n_mels, backend=self.accel)
-                _, words = self._decode(feats, "", "")
+                _, words = self._decode(feats, prompt, "", beam_size)
+                prompt = prompt + "".join(w.text for w in words)
                 t = off / SR
                 out += [Word(w.text, w.start + t, w.end + t, w.probability) for w in words]
         return _to_script(out) if self._zh else out

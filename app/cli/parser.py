@@ -35,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     pace.add_argument("--fast", dest="realtime", action="store_false", help="feed as fast as the pipeline accepts")
     r.add_argument("--serial", action="store_true", help="classic cascade for comparison: whole utterances, one stage after another")
     r.add_argument("--no-tts", action="store_true", help="skip speech synthesis")
+    r.add_argument("--no-final-pass", action="store_true",
+                   help="show, export and dub the first pass's pieces; no second pass over whole sentences")
     r.add_argument("--dub-out", metavar="WAV", help="write the dub on the source timeline")
     r.add_argument("--srt", metavar="FILE", help="write subtitles as SRT")
     r.add_argument("--vtt", metavar="FILE", help="write subtitles as WebVTT")

@@ -27,7 +27,8 @@ def options_from_args(args) -> SessionOptions:
                           first_commit_lookahead=args.first_commit_lookahead, asr_context=args.asr_context,
                           confident_commit=args.confident_commit, confident_lookahead=args.confident_lookahead,
                           asr_model=args.asr_model, preview=args.preview, eager=args.eager, threads=args.threads,
-                          accel=args.accel, speculative=args.speculative, policy=args.policy)
+                          accel=args.accel, speculative=args.speculative, policy=args.policy,
+                          final_pass=not args.no_final_pass)
 
 
 def _check_combinations(args) -> None:

@@ -27,6 +27,10 @@ class ASRStage(Stage):
                                      call=self.watched)
         self.step_s = cfg.step_s
         self.slowed = False
+        # the second pass is behind: steps this many times longer (fewer first-pass decodes)
+        self.thin_factor = 1.0
+        self.thinned_s = 0.0  # time spent thinned
+        self._thinned_since: float | None = None
         self._sent_seq = -1  # the last segment handed to MT (a replayed step does not resend it)
 
     # the recogniser's backend: the degradation policy swaps it mid-session, and the
@@ -75,13 +79,26 @@ class ASRStage(Stage):
                 self.step_s = self.cfg.step_s
                 self.slowed = False
                 self.metric("asr_step_s", self.step_s, reason=msg.reason)
+            elif msg.kind is Control.THIN and self._thinned_since is None:
+                self.thin_factor = 2.0
+                self._thinned_since = self.clock.now()
+                self.metric("asr_step_s", self.effective_step_s, reason=msg.reason)
+            elif msg.kind is Control.UNTHIN and self._thinned_since is not None:
+                self.thin_factor = 1.0
+                self.thinned_s += self.clock.now() - self._thinned_since
+                self._thinned_since = None
+                self.metric("asr_step_s", self.effective_step_s, reason=msg.reason)
+
+    @property
+    def effective_step_s(self) -> float:
+        return min(self.cfg.max_step_s, self.step_s * self.thin_factor)
 
     # -- main loop ----------------------------------------------------------------------------
     def loop(self) -> None:
         rec = self.recognizer
         while not self.cancelled.is_set():
             self._handle_control()
-            target = rec.processed + int(self.step_s * SR)
+            target = rec.processed + int(self.effective_step_s * SR)
             self.ring.wait_for(target, timeout=0.05)
             self._handle_control()
             written = self.ring.written

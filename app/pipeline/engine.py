@@ -13,7 +13,8 @@ import numpy as np
 from app.core.audio import SR
 from app.pipeline.asr_stage import ASRStage
 from app.pipeline.latency import ArrivalClock, LatencyTracker
-from app.pipeline.messages import CommittedWords, DubChunk, Segment, Translation
+from app.pipeline.final_stage import FinalConfig, FinalStage, FirstPassLog
+from app.pipeline.messages import CommittedWords, DubChunk, FinalSentence, Segment, Translation
 from app.pipeline.mt_stage import LatestValue, MTConfig, MTStage
 from app.pipeline.protocols import ASRBackend, MTBackend, TTSBackend, VADBackend, Word
 from app.pipeline.queues import BoundedQueue, FullPolicy, MonotonicClock, PriorityGate
@@ -67,6 +68,7 @@ class PipelineConfig:
     mt: MTConfig = field(default_factory=MTConfig)
     tts: TTSConfig = field(default_factory=TTSConfig)
     segmenter: SegmenterConfig = field(default_factory=SegmenterConfig)
+    final: FinalConfig = field(default_factory=FinalConfig)  # the second pass (streaming only)
     ring_seconds: float = 120.0
     seg_queue: int = 16
     tts_queue: int = 16
@@ -75,10 +77,16 @@ class PipelineConfig:
 
 
 class SessionRecord:
-    """Observer that keeps what a session produced, in memory only."""
+    """Observer that keeps what a session produced, in memory only: the final sentences (the
+    second pass, or the serial cascade's utterances) and the first pass's pieces. ``segments``,
+    what stays (summary, exports), are the finals when the session makes them, else the pieces."""
 
-    def __init__(self):
-        self.segments: list[dict] = []
+    def __init__(self, finals: bool = False):
+        self.final_mode = finals
+        self.pieces: list[dict] = []
+        self.finals: list[dict] = []
+        self.revised_chars = 0  # target characters the finals took off the screen
+        self.final_chars = 0
         self._by_seq: dict[int, dict] = {}
         self.dub: list[DubChunk] = []
         # the dub's audio, for exporting it afterwards (--dub-out, the window's export): about
@@ -96,7 +104,11 @@ class SessionRecord:
                      "source": ev.text, "target": None, "emitted_at": None, "reason": ev.reason,
                      "sentence_end": ev.sentence_end, "committed_at": round(ev.emitted_at, 3)}
                 self._by_seq[ev.seq] = d
-                self.segments.append(d)
+                self.pieces.append(d)
+            elif isinstance(ev, FinalSentence):
+                self.finals.append(final_dict(ev))
+                self.final_chars += len(ev.target)
+                self.revised_chars += erased_chars(ev.first_target, ev.target)
             elif isinstance(ev, Translation) and not ev.preview:
                 d = self._by_seq.get(ev.seq)
                 if d is not None:
@@ -104,6 +116,16 @@ class SessionRecord:
                     d["emitted_at"] = round(ev.emitted_at, 3)
             elif isinstance(ev, DubChunk) and not ev.skipped and self.keep_dub_audio:
                 self.dub.append(ev)
+
+    @property
+    def segments(self) -> list[dict]:
+        return self.finals if self.final_mode else self.pieces
+
+    def erasure(self) -> float | None:
+        """Target characters removed from the screen by revisions per character of final text."""
+        if not self.final_mode or not self.final_chars:
+            return None
+        return round(self.revised_chars / self.final_chars, 3)
 
     def dub_timeline(self, arrival_start: float, realtime: bool) -> tuple[np.ndarray, int] | None:
         """The dub on the source timeline, silence elsewhere. Real time: a chunk that started
@@ -128,6 +150,26 @@ class SessionRecord:
         return out, sr
 
 
+def final_dict(ev: FinalSentence) -> dict:
+    """A final sentence as the summary and the exports keep it."""
+    shown = ev.first_shown_at if ev.first_shown_at is not None else ev.final_at
+    return {"id": ev.id, "src_start": round(ev.src_start, 3), "src_end": round(ev.src_end, 3),
+            "source": ev.source, "target": ev.target, "emitted_at": round(min(shown, ev.final_at), 3),
+            "final_at": round(ev.final_at, 3), "failed": ev.failed, "reason": ev.reason,
+            "covers": list(ev.covers), "words": [[w.text, round(w.start, 3), round(w.end, 3)] for w in ev.words]}
+
+
+def erased_chars(shown: str, final: str) -> int:
+    """Characters of ``shown`` a display replacing it with ``final`` takes away: all after their
+    common prefix (the erasure of Arivazhagan et al., 2020, in characters)."""
+    n = 0
+    for a, b in zip(shown, final):
+        if a != b:
+            break
+        n += 1
+    return len(shown) - n
+
+
 class LocalEngine:
     """A RunningSession (``app.pipeline.protocols``) on this machine's models. What both ways of
     running share: the event bus, the audio ring, arrival stamps, the latency tracker and the
@@ -135,13 +177,13 @@ class LocalEngine:
 
     kind = "local"
 
-    def __init__(self, cfg: PipelineConfig | None, clock):
+    def __init__(self, cfg: PipelineConfig | None, clock, finals: bool = False):
         self.cfg = cfg or PipelineConfig()
         self.clock = clock or MonotonicClock()
         self.bus = EventBus()
         self.arrival = ArrivalClock()
         self.tracker = LatencyTracker(self.arrival)
-        self.record = SessionRecord()
+        self.record = SessionRecord(finals)
         self.bus.subscribe(self.tracker)
         self.bus.subscribe(self.record)
         self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
@@ -208,8 +250,13 @@ class StreamingPipeline(LocalEngine):
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
                  vad: VADBackend | None, cfg: PipelineConfig | None = None, clock=None,
-                 word_boundaries=None, accel: str = "numpy"):
-        super().__init__(cfg, clock)
+                 word_boundaries=None, accel: str = "numpy", final_vad: VADBackend | None = None):
+        cfg = cfg or PipelineConfig()
+        two_pass = cfg.final.enabled and final_vad is not None
+        super().__init__(cfg, clock, finals=two_pass)
+        self.first_pass = FirstPassLog() if two_pass else None
+        if self.first_pass is not None:
+            self.bus.subscribe(self.first_pass)
         self.seg_q: BoundedQueue = BoundedQueue(self.cfg.seg_queue, FullPolicy.BLOCK, "segments")
         self.preview = LatestValue() if mt is not None and self.cfg.mt.previews else None
         self.tts_q: BoundedQueue | None = (
@@ -219,14 +266,22 @@ class StreamingPipeline(LocalEngine):
         self.gate = PriorityGate() if self.cfg.priority_gate else None
         self.asr_stage = ASRStage(self.ring, asr, vad, self.segmenter, self.seg_q, self.preview,
                                   self.cfg.asr, self.bus, self.clock, self.gate, accel)
-        self.mt_stage = MTStage(mt, self.seg_q, self.preview, self.tts_q, self.asr_stage.control,
-                                self.cfg.mt, self.bus, self.clock, self.gate)
+        # two passes: the dub speaks the finals; else the first pass's pieces
+        self.mt_stage = MTStage(mt, self.seg_q, self.preview, None if two_pass else self.tts_q,
+                                self.asr_stage.control, self.cfg.mt, self.bus, self.clock, self.gate)
+        self.final_stage = (
+            FinalStage(self.ring, asr, mt, final_vad, self.first_pass, self.tts_q, self.asr_stage.control,
+                       self.cfg.final, self.bus, self.clock, lang=self.cfg.segmenter.lang,
+                       first_done=lambda: not self.mt_stage.is_alive(), first_upto=self._first_pass_upto)
+            if two_pass else None
+        )
         self.tts_stage = (
-            TTSStage(tts, self.tts_q, self.mt_stage.control, self.cfg.tts, self.bus, self.clock,
-                     self.arrival.played_at, self.gate)
+            TTSStage(tts, self.tts_q, (self.final_stage or self.mt_stage).control, self.cfg.tts, self.bus,
+                     self.clock, self.arrival.played_at, self.gate)
             if tts is not None else None
         )
-        self.stages = [s for s in (self.asr_stage, self.mt_stage, self.tts_stage) if s is not None]
+        self.stages = [s for s in (self.asr_stage, self.mt_stage, self.final_stage, self.tts_stage)
+                       if s is not None]
         self.threads = self.stages
         # a stage that raises or stalls gets a fresh worker, within a restart budget
         self.supervisor = Supervisor(self.stages, self.bus, self.clock, self.cfg.supervision)
@@ -242,8 +297,23 @@ class StreamingPipeline(LocalEngine):
         finally:
             self.supervisor.stop()
 
+    def _first_pass_upto(self) -> int:
+        """The sample up to which the first pass has cut, translated and shown its pieces: what
+        the recogniser has decoded, less the pause it needs to see to commit its last words,
+        once nothing waits for translation."""
+        if not self.asr_stage.is_alive():
+            upto = self.ring.written
+        else:
+            upto = self.asr_stage.recognizer.processed - int((self.cfg.asr.pause_s + 0.1) * SR)
+        if len(self.seg_q) or self.mt_stage.in_flight is not None:
+            return min(upto, int(self.mt_stage.shown_upto * SR))
+        return upto
+
     def _room_for(self, n: int) -> bool:
-        return self.ring.written + n - self.asr_stage.window_start <= self.ring.capacity * 0.9
+        oldest = self.asr_stage.window_start
+        if self.final_stage is not None:
+            oldest = min(oldest, self.final_stage.read_from)
+        return self.ring.written + n - oldest <= self.ring.capacity * 0.9
 
     def _close_inputs(self) -> None:
         """A stage failed: every other stage's input ends, so the session ends instead of hanging."""
@@ -267,6 +337,11 @@ class StreamingPipeline(LocalEngine):
                           yielded_to_mt=self.gate.waits if self.gate else 0)
         out["mt"].update(translations=self.mt_stage.translations,
                          previews_coalesced=self.preview.coalesced if self.preview else 0)
+        out["asr"].update(thinned_s=round(self.asr_stage.thinned_s, 3))
+        if self.final_stage is not None:
+            f = self.final_stage
+            out["final"].update(finals=f.finals, kept_first_pass=f.failures,
+                                max_backlog_s=round(f.max_backlog_s, 2))
         if self.tts_stage is not None:
             out["tts"].update(chunks=self.tts_stage.chunks, skipped=self.tts_stage.skipped)
         out["queues"] = {"segments_max_depth": self.seg_q.max_depth,
@@ -281,8 +356,8 @@ class SerialCascade(LocalEngine):
 
     def __init__(self, asr: ASRBackend, mt: MTBackend | None, tts: TTSBackend | None,
                  vad: VADBackend, cfg: PipelineConfig | None = None, clock=None, word_boundaries=None,
-                 accel: str = "numpy"):
-        super().__init__(cfg, clock)
+                 accel: str = "numpy", final_vad: VADBackend | None = None):
+        super().__init__(cfg, clock, finals=True)
         self.asr, self.mt, self.tts, self.vad = asr, mt, tts, vad
         self.segmenter = Segmenter(self.cfg.segmenter, self.clock.now)
         self.threads = [threading.Thread(target=self._run, name="serial", daemon=True)]
@@ -364,6 +439,9 @@ class SerialCascade(LocalEngine):
         tr = Translation(seg.seq, seg.text, target, seg.src_start, seg.src_end, done, False,
                          seg.emitted_at, started, seg)
         self.bus.publish(tr)
+        # the whole utterance is this cascade's final: shown once, never revised
+        self.bus.publish(FinalSentence(seg.seq, seg.words, seg.text, target, seg.src_start, seg.src_end, done,
+                                       done, (seg.seq,), seg.text, target, "pause", False, started))
         if self.tts is None or not target.strip():
             return
         audio_parts = []

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.core.audio import SR
-from app.pipeline.messages import CommittedWords, DubChunk, DubPlayed, Segment, Translation
+from app.pipeline.messages import CommittedWords, DubChunk, DubPlayed, FinalSentence, Segment, Translation
 
 
 class ArrivalClock:
@@ -105,6 +105,10 @@ class LatencyTracker:
     e2e_subtitle: list[float] = field(default_factory=list)
     e2e_dub: list[float] = field(default_factory=list)
     preview_subtitle: list[float] = field(default_factory=list)
+    # per word of the final text: its first translation on screen (a first-pass piece covering
+    # it, else the final itself) and its final; see docs/LATENCY.md
+    e2e_first_display: list[float] = field(default_factory=list)
+    e2e_final: list[float] = field(default_factory=list)
     timeline: list[tuple[float, str, float]] = field(default_factory=list)
     sentences: list[dict] = field(default_factory=list)
 
@@ -118,6 +122,8 @@ class LatencyTracker:
         self._translations: dict[int, Translation] = {}
         self._seg_word_range: dict[int, tuple[int, int]] = {}
         self._open_sentence: dict | None = None
+        self._shown: dict[int, tuple[float, float]] = {}  # first-pass seq → (src_end, shown at)
+        self.finals = 0
 
     def __call__(self, event) -> None:
         with self._lock:
@@ -136,11 +142,14 @@ class LatencyTracker:
             self.mt_compute.append(max(0.0, ev.emitted_at - ev.started_at))
             seg = ev.segment
             if seg is not None:
+                self._shown[ev.seq] = (seg.src_end, ev.emitted_at)
                 for w in seg.words:
                     lat = ev.emitted_at - self.arrival.played_at(w.end)
                     self.e2e_subtitle.append(max(0.0, lat))
                     self.timeline.append((ev.emitted_at, "e2e_subtitle", max(0.0, lat)))
                 self._sentence_words(ev, seg)
+        elif isinstance(ev, FinalSentence):
+            self._final(ev)
         elif isinstance(ev, DubChunk) and ev.first_of_segment and not ev.skipped:
             tr = self._translations.get(ev.seq)
             if tr is not None:
@@ -150,6 +159,20 @@ class LatencyTracker:
         elif isinstance(ev, DubPlayed) and ev.first_of_segment and self.dub_from_playback:
             self._dub(ev.played_at, ev.src_end)
             self.dub_device_delay.append(max(0.0, ev.played_at - ev.scheduled_at))
+
+    def _final(self, ev: FinalSentence) -> None:
+        self.finals += 1
+        shown = [self._shown.pop(s) for s in ev.covers if s in self._shown]
+        ends = [w.end for w in ev.words] or [ev.src_end]
+        for end in ends:
+            played = self.arrival.played_at(end)
+            # the first piece on screen that reached this word (pieces end at or after it)
+            first = min((at for piece_end, at in shown if piece_end >= end - 0.15), default=ev.final_at)
+            first = min(first, ev.final_at)
+            self.e2e_first_display.append(max(0.0, first - played))
+            lat = max(0.0, ev.final_at - played)
+            self.e2e_final.append(lat)
+            self.timeline.append((ev.final_at, "e2e_final", lat))
 
     def _dub(self, at: float, src_end: float) -> None:
         lat = at - self.arrival.played_at(src_end)
@@ -193,6 +216,9 @@ class LatencyTracker:
                 "mt_compute": percentiles(self.mt_compute),
                 "tts_first_audio": percentiles(self.tts_first_audio),
                 "e2e_subtitle": percentiles(self.e2e_subtitle),
+                # without a second pass the pieces are what stays: first display and final alike
+                "e2e_first_display": percentiles(self.e2e_first_display if self.finals else self.e2e_subtitle),
+                "e2e_final": percentiles(self.e2e_final if self.finals else self.e2e_subtitle),
                 "e2e_dub": percentiles(self.e2e_dub),
                 **({"dub_device_delay": percentiles(self.dub_device_delay)} if self.dub_from_playback else {}),
             }

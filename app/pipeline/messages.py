@@ -78,6 +78,30 @@ class Translation:
 
 
 @dataclass(frozen=True)
+class FinalSentence:
+    """The second pass over one whole sentence (or clause of a long one): its audio recognised
+    again whole and translated whole. It replaces, on screen, in exports and in the dub, the
+    first-pass pieces it ``covers`` (their ``seq``). ``failed``: the second pass could not run
+    (its audio was gone, or the model call failed) and ``source``/``target`` are the first
+    pass's text, kept as it was."""
+
+    id: int  # 0, 1, 2 ... in source order
+    words: tuple[Word, ...]
+    source: str
+    target: str
+    src_start: float  # the audio span that was recognised again
+    src_end: float
+    final_at: float  # wall time it was published
+    first_shown_at: float | None  # the first first-pass translation of this span shown (None: none was)
+    covers: tuple[int, ...] = ()  # the first-pass segment seqs it replaces
+    first_source: str = ""  # what the first pass had shown for this span
+    first_target: str = ""
+    reason: str = "pause"  # pause | mark (a first-pass sentence/clause end) | length | flush
+    failed: bool = False
+    started_at: float = 0.0  # the second pass began (its queue wait ends)
+
+
+@dataclass(frozen=True)
 class DubChunk:
     """Synthesised speech for (part of) a committed translation."""
 
@@ -117,6 +141,8 @@ class Control(Enum):
     FLUSH = "flush"
     SLOW_DOWN = "slow_down"
     RESUME_NORMAL = "resume_normal"
+    THIN = "thin"  # the second pass is behind: the first pass takes longer steps
+    UNTHIN = "unthin"
 
 
 @dataclass(frozen=True)

@@ -76,6 +76,7 @@ class MTStage(Stage):
         self._downstream_slow = False
         self._last_preview = -1e9
         self.translations = 0
+        self.shown_upto = 0.0  # source time up to which committed translations are out
 
     def _backpressure(self) -> None:
         depth = len(self.seg_in) + (len(self.tts_out) if self.tts_out is not None else 0)
@@ -181,6 +182,7 @@ class MTStage(Stage):
         else:
             self._sent_src, self._sent_tgt = src, full
         self.bus.publish(tr)
+        self.shown_upto = max(self.shown_upto, seg.src_end)
         if self.tts_out is not None and new.strip():
             self.tts_out.put(tr)
 

@@ -33,7 +33,10 @@ class ASRBackend(Protocol):
         self, audio: np.ndarray, window_start_sample: int, prompt: str, prefix: Sequence[Word]
     ) -> list[Word]: ...
 
-    def transcribe_utterance(self, audio: np.ndarray) -> list[Word]: ...
+    def transcribe_utterance(self, audio: np.ndarray, prompt: str = "", beam_size: int | None = None) -> list[Word]:
+        """One whole utterance (the serial cascade, the second pass): ``prompt`` is earlier text
+        used as context, ``beam_size`` overrides the backend's beam."""
+        ...
 
 
 class MTBackend(Protocol):

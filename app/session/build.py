@@ -11,6 +11,7 @@ from app.models import store
 from app.models.loader import load_asr
 from app.obs import faults as fi  # test-only fault injection (RELAY_FAULTS), off by default
 from app.pipeline.engine import PipelineConfig, SerialCascade, StreamingPipeline
+from app.pipeline.final_stage import FinalConfig
 from app.pipeline.policy import (PipelineActuator, PolicyConfig, PolicyEngine, PolicyRunner, default_rules,
                                  memory_probe)
 from app.pipeline.segmenter import SegmenterConfig
@@ -19,7 +20,7 @@ from app.pipeline.recognizer import ASRConfig
 from app.pipeline.speculation import SpeculationConfig, SpeculationController
 from app.session.models import LoadedModels
 from app.session.options import SessionOptions
-from app.session.tuning import tuning_for
+from app.session.tuning import mt_beam, tuning_for
 
 
 def segmenter_config(lang: str, eager: int | None) -> SegmenterConfig:
@@ -48,6 +49,9 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfi
         mt=MTConfig(beam_size=opts.mt_beam,
                     previews=opts.preview == "on" or (opts.preview == "auto" and cores >= 4)),
         segmenter=segmenter_config(models.out_lang, opts.eager),
+        final=FinalConfig(enabled=opts.final_pass, asr_beam=t.final_asr_beam,
+                          first_wait_s=1.5 if opts.realtime else 120.0,
+                          mt_beam=mt_beam(opts.beam, whole_sentences=True)),
     )
 
 
@@ -62,9 +66,12 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     faults, stall_s = fi.from_env(os.environ)
     if stall_s is not None:
         cfg.supervision.stall_s = stall_s
+    # the second pass keeps its own voice-activity state: a second detector of the same kind
+    final_vad = type(models.vad)() if cfg.final.enabled and not opts.serial else None
     pipe = cls(fi.wrap(models.asr, "asr", faults), fi.wrap(mt, "mt", faults), fi.wrap(models.tts, "tts", faults),
                fi.wrap(models.vad, "vad", faults), cfg, clock=clock,
-               word_boundaries=models.boundaries, accel=models.accel)
+               word_boundaries=models.boundaries, accel=models.accel,
+               final_vad=final_vad)
     # latency control: speculative MT drafts and the degradation policy (streaming only)
     pipe.speculation = SpeculationController(SpeculationConfig(opts.speculative), pipe.clock, pipe.bus.publish)
     pipe.policy = None

@@ -35,6 +35,9 @@ class SessionOptions:
     accel: str | None = None
     speculative: str = "auto"  # auto | on | off (MT drafts verified with score_batch)
     policy: str = "on"  # adaptive degradation
+    # the second pass: each whole sentence recognised and translated again, and shown, exported
+    # and dubbed in place of the first pass's pieces (off: the first pass's pieces stay)
+    final_pass: bool = True
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> None:

@@ -53,7 +53,11 @@ def make_summary(models: LoadedModels | None, pipe, audio_s: float, wall_s: floa
         "warmup_s": round(warm_s, 2),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "interrupted": interrupted,
-        "segments": segs,
+        "segments": segs,  # what stays: the final sentences (or, without a second pass, the pieces)
+        "first_pass": pipe.record.pieces if pipe.record.final_mode else [],
+        "display": {"erasure": pipe.record.erasure(), "finals": len(pipe.record.finals),
+                    "finals_kept_first_pass": sum(1 for f in pipe.record.finals if f.get("failed"))},
+        "clock": {"first_audio_at": round(pipe.first_audio_at, 4) if getattr(pipe, "first_audio_at", None) is not None else None},
         "mean_segment_s": round(sum(durations) / len(durations), 3) if durations else 0.0,
         "latency_ms": lat,
         "simuleval": pipe.tracker.simul_eval(),

@@ -50,6 +50,9 @@ class Tuning:
     # beam 4 for whole sentences (zh_meeting's reference sentences: chrF 62.4 vs 60.2 greedy).
     mt_beam_pieces: int = 1
     mt_beam_sentences: int = 4
+    # The second pass recognises each whole sentence with this beam (an offline decode's: faster-
+    # whisper's default), the previous finals as prompt.
+    final_asr_beam: int = 5
 
 
 TUNING = {

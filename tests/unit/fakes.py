@@ -42,7 +42,7 @@ class FakeASR:
             time.sleep(self.delay)
         return self._words(audio, window_start_sample)
 
-    def transcribe_utterance(self, audio):
+    def transcribe_utterance(self, audio, prompt="", beam_size=None):
         return self._words(audio, 0)
 
 

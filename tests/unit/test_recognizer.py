@@ -28,7 +28,7 @@ class ScriptedASR:
         self.calls.append((window_start_sample, len(audio), prompt, [w.text for w in prefix]))
         return self.hypotheses.pop(0) if self.hypotheses else []
 
-    def transcribe_utterance(self, audio):
+    def transcribe_utterance(self, audio, prompt="", beam_size=None):
         return []
 
 

@@ -1,0 +1,340 @@
+"""The second pass: each whole sentence recognised again and translated whole.
+
+The first pass (ASR → MT in pieces) shows words at once; this worker finds where sentences end in
+the same audio (a VAD pause, as the serial cascade does; in a long stretch of speech, a sentence or
+clause mark the first pass committed; past a hard cap, the quietest moment), recognises that span
+whole with a wider beam and the previous finals as prompt, translates it whole, and publishes a
+``FinalSentence`` that replaces the first-pass pieces of that span on screen, in exports and in the
+dub (the dub is made from finals only: they go to the TTS queue).
+
+CPU: on two cores the second pass competes with the first. When its backlog grows it asks the
+recogniser to take longer steps (``Control.THIN``) rather than fall behind; a final is never dropped.
+If its audio is gone (the ring overwrote it) or a model call fails, the span keeps the first pass's
+text, marked ``failed``, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.core.audio import SR
+from app.pipeline.messages import (Control, ControlMessage, FinalSentence, Segment, Translation,
+                                   join_words)
+from app.pipeline.protocols import ASRBackend, MTBackend, VADBackend, Word
+from app.pipeline.queues import BoundedQueue, Closed, ControlChannel
+from app.pipeline.ringbuffer import AudioRing, Overrun
+from app.pipeline.stage import Stage, Superseded
+
+log = logging.getLogger("relay.pipeline")
+
+
+@dataclass
+class FinalConfig:
+    enabled: bool = True
+    pause_s: float = 0.5  # VAD silence that ends a sentence (the serial cascade's)
+    vad_threshold: float = 0.5
+    lead_s: float = 0.2  # audio kept before the first speech frame
+    tail_s: float = 0.25  # and after the last
+    mark_after_s: float = 6.0  # longer than this: finalise at a first-pass sentence/clause mark
+    min_mark_s: float = 2.0  # never cut a piece shorter than this at a mark
+    hard_max_s: float = 12.0  # longer than this and still no mark: cut at the quietest moment
+    asr_beam: int = 5  # whole-sentence recognition, as an offline decode
+    mt_beam: int = 4  # whole-sentence translation, as --serial
+    prompt_finals: int = 2  # previous finals given to the recogniser as context
+    # before a final is published, the first pass gets this long to have shown the span's pieces
+    # (so the final knows what it replaces); real time: short, a fast run: until it has
+    first_wait_s: float = 1.5
+    thin_after_s: float = 3.0  # unprocessed audio beyond this: the first pass thins out
+    unthin_below_s: float = 1.0
+
+
+class FirstPassLog:
+    """Bus observer: the first pass's pieces (segments and their committed translations) and its
+    sentence/clause marks, for the second pass to know what it replaces and where it may cut."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.pieces: dict[int, dict] = {}
+        self.marks: list[tuple[float, bool]] = []  # (source time of the mark, sentence end?)
+        self.covered: set[int] = set()
+
+    def __call__(self, ev) -> None:
+        if isinstance(ev, Segment):
+            with self._lock:
+                self.pieces[ev.seq] = {"seq": ev.seq, "source": ev.text, "target": "", "src_start": ev.src_start,
+                                       "src_end": ev.src_end, "shown_at": None, "lang": ev.lang}
+                if ev.sentence_end or ev.reason in ("punctuation", "pause"):
+                    self.marks.append((ev.src_end, bool(ev.sentence_end)))
+        elif isinstance(ev, Translation) and not ev.preview:
+            with self._lock:
+                p = self.pieces.get(ev.seq)
+                if p is not None:
+                    p["target"] = ev.target
+                    p["shown_at"] = ev.emitted_at
+
+    def mark_in(self, lo: float, hi: float, sentence_only: bool) -> float | None:
+        """The latest mark between source times ``lo`` and ``hi``."""
+        with self._lock:
+            best = None
+            for t, sentence in self.marks:
+                if lo <= t <= hi and (sentence or not sentence_only):
+                    best = t if best is None else max(best, t)
+            return best
+
+    def take(self, end_s: float) -> list[dict]:
+        """The pieces not yet covered whose middle lies before ``end_s``, in order; they are
+        covered from now on (a piece belongs to one final only)."""
+        with self._lock:
+            out = [p for s, p in sorted(self.pieces.items())
+                   if s not in self.covered and (p["src_start"] + p["src_end"]) / 2 < end_s]
+            self.covered.update(p["seq"] for p in out)
+            # pieces and marks far behind are no longer needed
+            for p in out:
+                self.pieces.pop(p["seq"], None)
+            self.marks = [m for m in self.marks if m[0] >= end_s - 1.0]
+            return out
+
+    def rest(self) -> list[dict]:
+        with self._lock:
+            out = [p for s, p in sorted(self.pieces.items()) if s not in self.covered]
+            self.covered.update(p["seq"] for p in out)
+            self.pieces.clear()
+            return out
+
+
+class FinalStage(Stage):
+    """Second-pass worker over the shared audio ring."""
+
+    def __init__(self, ring: AudioRing, asr: ASRBackend, mt: MTBackend | None, vad: VADBackend,
+                 first: FirstPassLog, tts_out: BoundedQueue | None, upstream: ControlChannel | None,
+                 cfg: FinalConfig, bus, clock, lang: str = "", first_done=None, first_upto=None):
+        super().__init__("final", bus, clock)
+        self.first_done = first_done  # () -> True once the first pass has published all it will
+        self.first_upto = first_upto  # () -> the sample up to which the first pass has shown its pieces
+        self.ring, self.asr, self.mt, self.vad, self.first = ring, asr, mt, vad, first
+        self.tts_out, self.upstream, self.cfg, self.lang = tts_out, upstream, cfg, lang
+        self.pos = 0  # samples the VAD has seen
+        self.utt_start: int | None = None  # the open sentence's first sample
+        self.last_speech = 0
+        self.next_id = 0
+        self.covered_until = 0  # the end (sample) of the last span finalised
+        self.finals = 0
+        self.failures = 0
+        self.thinned = False
+        self.max_backlog_s = 0.0
+        self._prompt: list[str] = []
+        self._probs: list[tuple[int, float]] = []  # (frame start, speech prob) of the open sentence
+
+    @property
+    def read_from(self) -> int:
+        """The oldest sample this stage still needs (the ring must keep it)."""
+        return self.utt_start if self.utt_start is not None else self.pos
+
+    # -- main loop ------------------------------------------------------------------------------
+    def loop(self) -> None:
+        resumed = self.retake()  # the sentence a replaced worker was finalising
+        if resumed is not None:
+            self._finalise(*resumed)
+        fs = self.vad.frame_samples
+        pause = int(self.cfg.pause_s * SR)
+        while not self.cancelled.is_set():
+            have = self.ring.wait_for(self.pos + fs, timeout=0.05)
+            if not have and not self.ring.closed:
+                continue
+            self._pace()
+            end = (self.ring.written // fs) * fs
+            if end > self.pos:
+                try:
+                    chunk = np.ascontiguousarray(self.ring.read(self.pos, end))
+                except Overrun:  # fell a whole ring behind: what was lost keeps its first-pass text
+                    self._lost_audio(end)
+                    continue
+                probs = self.watched(self.vad.process, chunk)
+                for i, p in enumerate(probs):
+                    t = self.pos + i * fs
+                    if p > self.cfg.vad_threshold:
+                        if self.utt_start is None:
+                            self.utt_start = max(0, t - int(self.cfg.lead_s * SR))
+                            self._probs = []
+                        self.last_speech = t + fs
+                    if self.utt_start is not None:
+                        self._probs.append((t, float(p)))
+                        if p <= self.cfg.vad_threshold and t + fs - self.last_speech >= pause:
+                            stop = min(self.last_speech + int(self.cfg.tail_s * SR), t + fs)
+                            start, self.utt_start = self.utt_start, None
+                            self._finalise(start, stop, "pause")
+                self.pos = end
+                self._cap()
+            if self.ring.closed and self.ring.written - self.pos < fs:
+                if self.utt_start is not None:
+                    start, self.utt_start = self.utt_start, None
+                    self._finalise(start, self.ring.written, "flush")
+                self._leftovers()
+                break
+        if self.tts_out is not None:
+            self.tts_out.close()
+
+    def recover(self) -> str:
+        if self.in_flight is None:
+            return "its audio position"
+        start, stop, _ = self.in_flight
+        return f"the sentence at {start / SR:.1f}-{stop / SR:.1f} s again"
+
+    def _cap(self) -> None:
+        """A long stretch of speech with no pause: finalise up to a first-pass mark, or past the
+        hard cap, at the quietest moment of its last seconds."""
+        if self.utt_start is None:
+            return
+        length = (self.pos - self.utt_start) / SR
+        if length < self.cfg.mark_after_s:
+            return
+        lo = self.utt_start / SR + self.cfg.min_mark_s
+        hi = self.pos / SR - 0.3
+        mark = self.first.mark_in(lo, hi, sentence_only=True) or self.first.mark_in(lo, hi, sentence_only=False)
+        reason = "mark"
+        if mark is not None:
+            cut = min(self.pos, int((mark + 0.1) * SR))
+        elif length >= self.cfg.hard_max_s:
+            cut, reason = self._quietest(lo), "length"
+        else:
+            return
+        start, self.utt_start = self.utt_start, cut
+        self._probs = [(t, p) for t, p in self._probs if t >= cut]
+        self._finalise(start, cut, reason)
+
+    def _quietest(self, lo: float) -> int:
+        tail = [(p, t) for t, p in self._probs if t >= max(lo * SR, self.pos - 3 * SR)]
+        if not tail:
+            return self.pos
+        _, t = min(tail)
+        return t + self.vad.frame_samples // 2
+
+    def _pace(self) -> None:
+        """The first pass thins out (longer steps) while this stage is behind, and goes back
+        when it has caught up."""
+        backlog = (self.ring.written - self.pos) / SR
+        self.max_backlog_s = max(self.max_backlog_s, backlog)
+        if self.upstream is None:
+            return
+        if backlog > self.cfg.thin_after_s and not self.thinned:
+            self.thinned = True
+            self.upstream.send(ControlMessage(Control.THIN, f"second pass {backlog:.1f} s behind"))
+            self.metric("final_backlog_s", backlog, action="thin")
+        elif backlog < self.cfg.unthin_below_s and self.thinned:
+            self.thinned = False
+            self.upstream.send(ControlMessage(Control.UNTHIN, "second pass caught up"))
+            self.metric("final_backlog_s", backlog, action="unthin")
+
+    # -- one sentence ---------------------------------------------------------------------------
+    def _finalise(self, start: int, stop: int, reason: str) -> None:
+        if stop <= start or self.cancelled.is_set():
+            return
+        self.in_flight = (start, stop, reason)
+        started = self.clock.now()
+        words: list[Word] | None = None
+        try:
+            audio = np.array(self.ring.read(start, stop))
+            words = self._recognise(audio, start / SR)
+        except Overrun:
+            log.warning("second pass: audio %.1f-%.1f s was overwritten; keeping the first pass", start / SR, stop / SR)
+        except Superseded:
+            raise
+        except Exception as e:  # the first pass's text stays, marked; the session goes on
+            log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
+        self._wait_for_first_pass(stop)
+        pieces = self.first.take(stop / SR)
+        self.covered_until = max(self.covered_until, stop)
+        if words is None:
+            self._publish_first_pass(pieces, start, stop, reason, started)
+        elif words:
+            source = join_words(words, self.lang)
+            try:
+                target = (self.watched(self.mt.translate, source, beam_size=self.cfg.mt_beam).strip()
+                          if self.mt is not None else source)
+            except Superseded:
+                raise
+            except Exception as e:
+                log.warning("second-pass translation failed: %s: %s", type(e).__name__, e)
+                self._publish_first_pass(pieces, start, stop, reason, started)
+            else:
+                self._publish(words, source, target, pieces, start, stop, reason, started, failed=False)
+        elif any(p["source"].strip() for p in pieces):
+            # the whole-sentence decode heard nothing where the first pass heard words: a decode
+            # that gives up on a span is likelier than first-pass words out of silence; keep them
+            self._publish_first_pass(pieces, start, stop, reason, started)
+        self.busy_s += self.clock.now() - started
+        self.in_flight = None
+
+    def _wait_for_first_pass(self, stop: int) -> None:
+        if self.first_upto is None:
+            return
+        deadline = self.clock.now() + self.cfg.first_wait_s
+        while (self.first_upto() < stop and self.clock.now() < deadline and not self.cancelled.is_set()
+               and not (self.first_done is not None and self.first_done())):
+            self.cancelled.wait(0.01)
+
+    def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
+        prompt = "".join(self._prompt) if self.lang in ("zh", "ja") else " ".join(self._prompt)
+        words = self.watched(self.asr.transcribe_utterance, audio, prompt=prompt, beam_size=self.cfg.asr_beam)
+        return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
+
+    def _publish_first_pass(self, pieces, start, stop, reason, started) -> None:
+        if not pieces:
+            return
+        self.failures += 1
+        words = ()
+        source = _join_texts([p["source"] for p in pieces], self.lang)
+        target = _join_texts([p["target"] for p in pieces], "en")
+        self._publish(words, source, target, pieces, start, stop, reason, started, failed=True)
+
+    def _publish(self, words, source, target, pieces, start, stop, reason, started, failed) -> None:
+        shown = [p["shown_at"] for p in pieces if p["shown_at"] is not None]
+        now = self.clock.now()
+        src_start = words[0].start if words else start / SR
+        src_end = words[-1].end if words else stop / SR
+        fin = FinalSentence(self.next_id, tuple(words), source, target, round(src_start, 3), round(src_end, 3),
+                            now, min(shown) if shown else None, tuple(p["seq"] for p in pieces),
+                            _join_texts([p["source"] for p in pieces], self.lang),
+                            _join_texts([p["target"] for p in pieces], "en"), reason, failed, started)
+        self.next_id += 1
+        self.finals += 1
+        if not failed:
+            self._prompt = (self._prompt + [source])[-self.cfg.prompt_finals:]
+        self.bus.publish(fin)
+        if self.tts_out is not None and target.strip():
+            self.tts_out.put(Translation(fin.id, source, target, fin.src_start, fin.src_end, now, False,
+                                         started, started))
+
+    def _lost_audio(self, end: int) -> None:
+        oldest = self.ring.oldest
+        if self.utt_start is not None:
+            self._publish_first_pass(self.first.take(oldest / SR), self.utt_start, oldest, "lost", self.clock.now())
+            self.utt_start = None
+        self.pos = max(self.pos, oldest)
+
+    def _leftovers(self) -> None:
+        """At the end of input: first-pass pieces no final covered keep their text (marked)."""
+        waited = 0.0
+        while self.first_done is not None and not self.first_done() and waited < 120 and not self.cancelled.is_set():
+            self.cancelled.wait(0.05)  # the first pass's last pieces are still on their way
+            waited += 0.05
+        # a piece in a span already finalised came late: that final holds its words
+        done = self.covered_until / SR
+        rest = [p for p in self.first.rest() if p["source"].strip() and (p["src_start"] + p["src_end"]) / 2 >= done]
+        if rest:
+            self._publish_first_pass(rest, int(rest[0]["src_start"] * SR), int(rest[-1]["src_end"] * SR),
+                                     "flush", self.clock.now())
+
+
+def _join_texts(parts: list[str], lang: str) -> str:
+    parts = [p.strip() for p in parts if p and p.strip()]
+    if lang in ("zh", "ja"):
+        return "".join(parts)
+    return " ".join(parts)
+
+
+__all__ = ["FinalConfig", "FinalStage", "FirstPassLog", "Closed"]
