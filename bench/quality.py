@@ -145,10 +145,14 @@ def default_manifest() -> Path | None:
 # --- running and scoring -----------------------------------------------------------------------
 
 def run_relay(wav: Path, pair: str, flags: list[str]) -> dict:
-    """One real-time `relay run --json`; its summary (the last stdout line)."""
+    """One real-time `relay run --json`; its summary (the last stdout line). A run that takes
+    more than 3× the audio plus 3 minutes is stopped (a hung session must not stall the bench)."""
+    import soundfile
+
     cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *flags]
     t = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    limit = 3 * soundfile.info(str(wav)).duration + 180
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=limit)
     if p.returncode != 0:
         raise RuntimeError(f"relay failed ({p.returncode}): {p.stderr.strip()[-400:]}")
     s = json.loads(p.stdout.strip().splitlines()[-1])
