@@ -13,7 +13,8 @@ import threading
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from app.pipeline.messages import CommittedWords, DubChunk, Metric, Segment, TentativeText, Translation
+from app.pipeline.messages import (CommittedWords, DubChunk, FinalSentence, Metric, Segment, TentativeText,
+                                   Translation)
 from app.pipeline.policy import PolicyTransition
 
 # What the gauges' degradation level shows: the policy's level changes. Other policy and
@@ -32,6 +33,7 @@ class EventBridge(QObject):
     segment = Signal(object)  # Segment
     translation = Signal(object)  # Translation (committed)
     preview = Signal(object)  # Translation with preview=True
+    final = Signal(object)  # FinalSentence: the second pass's sentence, replacing first-pass pieces
     dub = Signal(object)  # DubChunk
     metric = Signal(object)  # Metric
     policy = Signal(object)  # PolicyTransition: the degradation level changed
@@ -75,6 +77,8 @@ class EventBridge(QObject):
                     self.translation.emit(ev)
                 elif i == last_preview:
                     self.preview.emit(ev)
+            elif isinstance(ev, FinalSentence):
+                self.final.emit(ev)
             elif isinstance(ev, Segment):
                 self.segment.emit(ev)
             elif isinstance(ev, CommittedWords):

@@ -3,6 +3,8 @@ lighter, auto-scroll that pauses while the user reads back, corrections in place
 
 from __future__ import annotations
 
+import time
+
 from PySide6.QtCore import QEvent, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QTextDocument
 from PySide6.QtWidgets import (
@@ -20,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.ui import theme as themes
-from app.ui.transcript import IS_LIVE_ROLE, LINE_ROLE, Line, Live, TranscriptModel, clock
+from app.ui.transcript import FADE_S, IS_LIVE_ROLE, LINE_ROLE, Line, Live, TranscriptModel, clock
 
 TIME_W = 64
 PAD = 8
@@ -89,11 +91,15 @@ class SubtitleDelegate(QStyledItemDelegate):
     def sizeHint(self, option, index) -> QSize:
         item = index.data(LINE_ROLE)
         width = self.view.viewport().width()
-        key = (id(item), item.version, width, isinstance(item, Live))
+        draft = isinstance(item, Line) and item.pending and getattr(index.model(), "final_mode", False)
+        key = (id(item), item.version, width, isinstance(item, Live), draft)
         hit = self._cache.get(key)
         if hit is not None and not isinstance(item, Live):
             return hit
-        src_font, tgt_font, small = self._fonts()
+        src_font, tgt_font, _small = self._fonts()
+        if draft:
+            src_font.setItalic(True)
+            tgt_font.setItalic(True)
         src_r, tgt_r = self._columns(width)
         src_text, tgt_text = self._texts(item)
         hs = self._height(src_font, src_r.width(), src_text)
@@ -127,35 +133,69 @@ class SubtitleDelegate(QStyledItemDelegate):
         tgt_r.translate(r.topLeft())
         src_r.setHeight(r.height() - 2 * PAD)
         tgt_r.setHeight(r.height() - 2 * PAD)
-        text, dim = QColor(t.text), QColor(t.dim_text)
         painter.setFont(small)
         if isinstance(item, Live):
             painter.setPen(QColor(t.bad))
             painter.drawText(QRect(r.left() + PAD, r.top() + PAD, TIME_W - PAD, 20), Qt.AlignLeft, "● live")
             self._paint_live(painter, item, src_font, tgt_font, src_r, tgt_r)
         else:
-            painter.setPen(dim)
-            painter.drawText(QRect(r.left() + PAD, r.top() + PAD, TIME_W - PAD, 20), Qt.AlignLeft,
-                             clock(item.src_start))
-            if item.corrected:
-                painter.setPen(QColor(t.accent))
-                painter.drawText(QRect(r.left() + PAD, r.top() + PAD + 18, TIME_W - PAD, 20), Qt.AlignLeft,
-                                 "✎ edited")
-            painter.setFont(src_font)
-            painter.setPen(dim if self.layout == "stacked" else text)
-            painter.drawText(src_r, Qt.TextWordWrap, item.source)
-            if self.layout == "stacked":
-                tgt_r.setTop(src_r.top() + self._height(src_font, src_r.width(), item.source) + 4)
-            painter.setFont(tgt_font)
-            if item.target is None:
-                painter.setPen(dim)
-                painter.drawText(tgt_r, Qt.TextWordWrap, "…")
-            elif not item.target:
-                painter.setPen(dim)
-                painter.drawText(tgt_r, Qt.TextWordWrap, "(in the line above)")
-            else:
-                painter.setPen(text)
-                painter.drawText(tgt_r, Qt.TextWordWrap, item.target)
+            self._paint_line(painter, item, index, r, src_font, tgt_font, src_r, tgt_r)
+        painter.restore()
+
+    def _paint_line(self, painter, item: Line, index, r: QRect, src_font, tgt_font, src_r: QRect,
+                    tgt_r: QRect) -> None:
+        t = self.theme
+        text, dim = QColor(t.text), QColor(t.dim_text)
+        first_pass = item.pending and getattr(index.model(), "final_mode", False)
+        painter.setPen(dim)
+        painter.drawText(QRect(r.left() + PAD, r.top() + PAD, TIME_W - PAD, 20), Qt.AlignLeft, clock(item.src_start))
+        note = ("✎ edited", QColor(t.accent)) if item.corrected else \
+            ("⚠ kept", QColor(t.warn)) if item.failed else \
+            ("⋯ draft", dim) if first_pass else None
+        if note:
+            painter.setPen(note[1])
+            painter.drawText(QRect(r.left() + PAD, r.top() + PAD + 18, TIME_W - PAD, 20), Qt.AlignLeft, note[0])
+        if first_pass:  # the first pass's text: lighter and slanted until the final replaces it
+            src_font, tgt_font = QFont(src_font), QFont(tgt_font)
+            src_font.setItalic(True)
+            tgt_font.setItalic(True)
+            text = dim
+        alpha = revision_alpha(item)
+        src_pen = dim if self.layout == "stacked" or first_pass else text
+        self._draw(painter, src_r, src_font, src_pen, item.source, item.revised_src if alpha else (), alpha)
+        if self.layout == "stacked":
+            tgt_r.setTop(src_r.top() + self._height(src_font, src_r.width(), item.source) + 4)
+        if item.target is None:
+            self._draw(painter, tgt_r, tgt_font, dim, "…")
+        elif not item.target:
+            self._draw(painter, tgt_r, tgt_font, dim, "(in the line above)")
+        else:
+            self._draw(painter, tgt_r, tgt_font, text, item.target, item.revised if alpha else (), alpha)
+
+    def _draw(self, painter, rect: QRect, font, pen: QColor, s: str, marks=(), alpha: float = 0.0) -> None:
+        """Wrapped text; the spans in ``marks`` (words a final revised) on a fading highlight."""
+        if not marks:
+            painter.setFont(font)
+            painter.setPen(pen)
+            painter.drawText(rect, Qt.TextWordWrap, s)
+            return
+        hl = QColor(self.theme.accent)
+        hl.setAlphaF(0.55 * alpha)
+        rgba = f"rgba({hl.red()},{hl.green()},{hl.blue()},{hl.alphaF():.2f})"
+        html, pos = "", 0
+        for a, b in marks:
+            html += _esc(s[pos:a]) + f'<span style="background-color:{rgba}">{_esc(s[a:b])}</span>'
+            pos = b
+        html += _esc(s[pos:])
+        doc = QTextDocument()
+        doc.setDefaultFont(font)
+        doc.setDocumentMargin(0)
+        doc.setTextWidth(rect.width())
+        doc.setDefaultStyleSheet(f"body {{ color: {pen.name()}; }}")
+        doc.setHtml(f'<body style="color:{pen.name()}">{html}</body>')
+        painter.save()
+        painter.translate(rect.topLeft())
+        doc.drawContents(painter)
         painter.restore()
 
     def _paint_live(self, painter, live: Live, src_font, tgt_font, src_r: QRect, tgt_r: QRect) -> None:
@@ -198,6 +238,15 @@ class SubtitleDelegate(QStyledItemDelegate):
         r = QRect(option.rect)
         r.setHeight(max(r.height(), editor.sizeHint().height()))
         editor.setGeometry(r)
+
+
+def revision_alpha(line, now: float | None = None) -> float:
+    """How strongly the words a final revised are marked: 1 when it arrives, fading to 0 over
+    ``FADE_S``."""
+    if getattr(line, "revised_at", None) is None:
+        return 0.0
+    age = (time.monotonic() if now is None else now) - line.revised_at
+    return max(0.0, 1.0 - age / FADE_S) if age >= 0 else 1.0
 
 
 def _esc(s: str) -> str:

@@ -93,9 +93,9 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
 
     def _connect(self) -> None:
         b = self.bridge
-        b.segment.connect(lambda ev: self.model.add_segment(ev.seq, ev.text, ev.src_start, ev.src_end,
-                                                            ev.emitted_at))
+        b.segment.connect(self._on_segment)
         b.translation.connect(self._on_translation)
+        b.final.connect(self._on_final)
         b.tentative.connect(self._on_tentative)
         b.preview.connect(self._on_preview)
         b.policy.connect(lambda ev: self.gauges.set_level(ev.level, ev.reason))
@@ -104,6 +104,7 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         c.state_changed.connect(self._on_state)
         c.stopped.connect(self._on_stopped)
         c.started.connect(self._attach_metrics)
+        c.started.connect(self._on_started)
         c.failed.connect(lambda msg: self.show_message("Cannot start", msg, QMessageBox.Warning))
         c.models_missing.connect(self._on_models_missing)
         self.cloud.changed.connect(self._update_cloud_light)
@@ -203,7 +204,13 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         self.overlay.set_text("", "")
         self.model.set_live_active(True)
         self.subtitles.scroll_to_live()
+        self.model.final_mode = False  # until the session shows it makes finals
         self.controller.start(req)
+
+    def _on_started(self) -> None:
+        record = getattr(self.controller.pipe, "record", None)
+        if getattr(record, "final_mode", False):
+            self.model.final_mode = True  # only finals are kept: pieces show as first pass
 
     def _on_state(self, state: str) -> None:
         busy = state != "idle"
@@ -247,18 +254,30 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         self.show_message("Model pack missing", msg[:1].upper() + msg[1:] + ".\n\nRun the command in a terminal, "
                           "then start again.", QMessageBox.Warning)
 
+    def _on_segment(self, ev) -> None:
+        self.model.add_segment(ev.seq, ev.text, ev.src_start, ev.src_end, ev.emitted_at, ev.sentence_end, ev.lang)
+
     def _on_translation(self, ev) -> None:
         self.model.set_translation(ev.seq, ev.target, ev.emitted_at)
-        if ev.target.strip() and self.overlay.isVisible():
-            self.overlay.set_text(ev.target.strip(), ev.source)
+        self._refresh_overlay()
+
+    def _on_final(self, ev) -> None:
+        self.model.add_final(ev.id, ev.source, ev.target, ev.src_start, ev.src_end, ev.covers,
+                             [(w.text, w.start, w.end) for w in ev.words], ev.failed, ev.first_target or None,
+                             ev.final_at)
+        self._refresh_overlay()
 
     def _on_tentative(self, ev) -> None:
         self.model.set_tentative(ev.committed_tail, ev.text)
 
     def _on_preview(self, ev) -> None:
         self.model.set_preview(ev.target)
-        if ev.target.strip() and self.overlay.isVisible():
-            self.overlay.set_text(ev.target.strip(), ev.source, tentative=True)
+        self._refresh_overlay()
+
+    def _refresh_overlay(self) -> None:
+        """The overlay shows the last two lines of the running target text, as live captions do."""
+        if self.overlay.isVisible():
+            self.overlay.set_running(*self.model.running_target(), source=self.model.current_source())
 
     def apply_theme(self, name: str) -> None:
         self.theme = themes.apply(QApplication.instance(), name)
@@ -280,11 +299,9 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
 
     def set_overlay(self, on: bool) -> None:
         if on:
-            last = next((ln for ln in reversed(self.model.data_.lines) if ln.target), None)
-            if last is not None:
-                self.overlay.set_text(last.target, last.source)
             self.overlay.show()
             self.overlay.raise_()
+            self._refresh_overlay()
         else:
             self.overlay.hide()
 

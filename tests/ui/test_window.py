@@ -35,8 +35,9 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     w.start_session()
     qtbot.waitUntil(lambda: w.controller.state == "running", timeout=240_000)
     # committed subtitles with their translation, while the file is still playing
-    qtbot.waitUntil(lambda: sum(1 for ln in w.model.data_.lines if ln.target) >= 3, timeout=60_000)
+    qtbot.waitUntil(lambda: sum(1 for ln in w.model.data_.lines if ln.target) >= 2, timeout=60_000)
     assert w.controller.state == "running"
+    assert w.model.final_mode  # the session makes finals: pieces show as drafts until replaced
     text = " ".join(ln.target for ln in w.model.data_.lines if ln.target).lower()
     assert "hear" in text or "everyone" in text, text  # 大家好…能听到我说话吗？
     assert all(ln.source for ln in w.model.data_.lines)
@@ -56,7 +57,10 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     qtbot.waitUntil(lambda: w.overlay.target_label.text() not in ("", "…"), timeout=30_000)
     w.act_overlay.trigger()
     assert not w.overlay.isVisible()
-    # correct a line, export SRT, parse it back
+    # one row per sentence: a final replaces the first pass's pieces in place
+    qtbot.waitUntil(lambda: any(not ln.pending for ln in w.model.data_.lines), timeout=60_000)
+    assert not w.model.data_.lines[0].pending and w.model.data_.lines[0].covers
+    # correct a final, export SRT, parse it back
     first = w.model.index(0)
     assert w.model.setData(first, (w.model.data_.lines[0].source, "Corrected by the interpreter"))
     srt = tmp_path / "live.srt"
@@ -69,8 +73,9 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     qtbot.waitUntil(lambda: not w.controller.busy, timeout=120_000)
     assert w.last_summary is not None and not w.last_summary.get("error")
     assert w.last_summary["interrupted"]
-    rec = [s["seq"] for s in w.controller.pipe.record.segments]
-    assert [s["seq"] for s in w.model.segments()] == rec
+    rec = [s["id"] for s in w.controller.pipe.record.segments]
+    assert [s["id"] for s in w.model.segments()] == rec
+    assert all(not ln.pending for ln in w.model.data_.lines)  # every piece ended in a final
     assert w.model.segments()[0]["target"] == "Corrected by the interpreter"
     assert w.summary_dialog is not None and w.summary_dialog.isVisible()
     w.summary_dialog.close()
