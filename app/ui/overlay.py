@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPoint, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPainter
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizeGrip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSizeGrip, QVBoxLayout, QWidget
 
 from app.session.subtitles import tokens
 from app.ui.settings import Settings
@@ -42,17 +42,13 @@ class SubtitleOverlay(QWidget):
         self.target_label.setAlignment(Qt.AlignLeft | Qt.AlignBottom)  # caption lines grow to the right
         self.source_label.setWordWrap(False)
         self.source_label.setTextFormat(Qt.PlainText)
-        grip = QSizeGrip(self)
-        grip.setToolTip("Drag to resize")
+        self.grip = QSizeGrip(self)  # in the corner, over the text's margin (it takes no row)
+        self.grip.setToolTip("Drag to resize")
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(18, 10, 4, 4)
+        lay.setContentsMargins(18, 8, 18, 10)
         lay.setSpacing(2)
         lay.addWidget(self.source_label)
         lay.addWidget(self.target_label, 1)
-        corner = QHBoxLayout()
-        corner.addStretch(1)
-        corner.addWidget(grip, 0, Qt.AlignBottom | Qt.AlignRight)
-        lay.addLayout(corner)
         self.apply_settings()
         geo = settings.get_bytes("overlay_geometry")
         if geo is None or not self.restoreGeometry(geo):
@@ -69,6 +65,11 @@ class SubtitleOverlay(QWidget):
         s.setPointSize(max(10, int(size * 0.6)))
         self.source_label.setFont(s)
         self.source_label.setVisible(self.settings.get("overlay_source"))
+        # room for the source line and two caption lines, whatever the font size
+        need = 18 + 2 * QFontMetricsF(f).lineSpacing() + 6
+        if self.settings.get("overlay_source"):
+            need += QFontMetricsF(s).lineSpacing() + 2
+        self.setMinimumHeight(int(need) + 1)
         self._layout()
 
     def set_text(self, target: str, source: str = "", tentative: bool = False) -> None:
@@ -144,6 +145,7 @@ class SubtitleOverlay(QWidget):
 
     def resizeEvent(self, ev) -> None:
         super().resizeEvent(ev)
+        self.grip.move(self.width() - self.grip.width(), self.height() - self.grip.height())
         self._layout()
         self.remember()
 

@@ -165,6 +165,11 @@ def test_overlay_shows_the_last_two_lines_of_running_text(window, qtbot):
     fm = QFontMetricsF(w.overlay.target_label.font())
     width = w.overlay.target_label.contentsRect().width()
     assert all(fm.horizontalAdvance(s) <= width for s in shown)
+    for source_shown in (True, False):  # both lines fit the bar, with or without the source line
+        w.act_overlay_src.setChecked(source_shown)
+        w.overlay.resize(700, 10)  # as small as it lets itself be
+        qtbot.wait(10)
+        assert w.overlay.target_label.height() >= 2 * fm.lineSpacing()
     assert "#d2d6dd" in w.overlay.target_label.text()  # the pending first pass, lighter
     # a preview tail joins the running text, dimmer still
     send(w, tr(99, "maybe", preview=True))
