@@ -34,6 +34,7 @@ class TranscriptModel(QAbstractListModel):
         self._piece_line: dict[int, Line] = {}  # pending piece seq -> its row
         self._covered: set[int] = set()  # seqs a final replaced (late first-pass events are ignored)
         self._finals: dict[int, Line] = {}
+        self._fading: list[Line] = []  # finals whose revised words are still marked
         self.src_lang = ""
         self.fade = QTimer(self)
         self.fade.setInterval(100)
@@ -267,8 +268,10 @@ class TranscriptModel(QAbstractListModel):
                 self._changed(r)
             else:
                 self._remove(r)
-        if fin.revised_at is not None and not self.fade.isActive():
-            self.fade.start()
+        if fin.revised_at is not None:
+            self._fading.append(fin)
+            if not self.fade.isActive():
+                self.fade.start()
         return fin
 
     def _final_slot(self, rows: list[Line]) -> int:
@@ -286,21 +289,17 @@ class TranscriptModel(QAbstractListModel):
 
     def fading(self, now: float | None = None) -> list[Line]:
         now = time.monotonic() if now is None else now
-        return [ln for ln in self._finals.values() if ln.revised_at is not None and now - ln.revised_at < FADE_S]
+        return [ln for ln in self._fading if ln.revised_at is not None and now - ln.revised_at < FADE_S]
 
     def _fade_tick(self) -> None:
         now = time.monotonic()
-        active = False
-        for ln in self._finals.values():
-            if ln.revised_at is None:
-                continue
+        for ln in self._fading:
             if now - ln.revised_at >= FADE_S + 0.2:
                 ln.revised_at = None  # the mark is gone: paint once more without it
-            else:
-                active = True
             ln.touch()
             self._changed(ln)
-        if not active:
+        self._fading = [ln for ln in self._fading if ln.revised_at is not None]
+        if not self._fading:
             self.fade.stop()
 
     def set_tentative(self, committed_tail: str, tentative: str) -> None:
@@ -345,6 +344,7 @@ class TranscriptModel(QAbstractListModel):
         self._piece_line.clear()
         self._covered.clear()
         self._finals.clear()
+        self._fading.clear()
         self.live = Live()
         self.fade.stop()
         self.endResetModel()

@@ -26,7 +26,9 @@ class TranscriptActionsMixin:
 
     def export_to(self, path: str, fmt: str) -> bool:
         if not self.model.segments():
-            self.show_message("Nothing to export", "The transcript is empty.", QMessageBox.Information)
+            text = ("No sentence has its final text yet: exports hold final sentences only."
+                    if self.model.data_.lines else "The transcript is empty.")
+            self.show_message("Nothing to export", text, QMessageBox.Information)
             return False
         try:
             write_text(path, self.export_text(fmt))

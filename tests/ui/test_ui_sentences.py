@@ -72,7 +72,7 @@ def test_pieces_gather_into_one_row_per_sentence_lighter_until_final(window):
     assert not (w.model.flags(w.model.index(0)) & Qt.ItemIsEditable)  # corrections apply to finals
 
 
-def test_final_replaces_its_pieces_in_place_and_marks_revised_words(window):
+def test_final_replaces_its_pieces_in_place_and_marks_revised_words(window, qtbot):
     w = window
     first_sentence(w)
     row_obj = rows(w)[1]
@@ -86,6 +86,8 @@ def test_final_replaces_its_pieces_in_place_and_marks_revised_words(window):
     assert marked == ["discuss the"]  # "talk" became "discuss the"; "Today we" and "budget." stay
     assert revision_alpha(f) > 0.5 and w.model.fade.isActive()
     assert revision_alpha(f, f.revised_at + FADE_S + 0.01) == 0.0
+    w.subtitles.list.viewport().grab()  # painted with the mark
+    qtbot.waitUntil(lambda: f.revised_at is None and not w.model.fade.isActive(), timeout=5000)
     assert w.model.flags(w.model.index(0)) & Qt.ItemIsEditable
     # late first-pass events for covered pieces are ignored
     send(w, tr(1, "LATE"), seg(0, "今天我们", 0.0, 1.0))
@@ -113,7 +115,10 @@ def test_failed_final_is_marked_and_a_partial_cover_keeps_the_rest_pending(windo
 
 def test_exports_and_corrections_hold_finals_only(window, tmp_path):
     w = window
+    w.model.final_mode = True
     first_sentence(w)
+    assert not w.export_to(str(tmp_path / "none.srt"), "srt")  # drafts only: nothing final to export
+    assert w.message_box.text().startswith("No sentence has its final text yet")
     send(w, fin(0, "今天我们讨论预算。", "Today we discuss the budget.", 0.0, 2.2, (0, 1)))
     assert [s["id"] for s in w.model.segments()] == [0]  # the pending "Then" is not exported
     assert not w.model.setData(w.model.index(1), ("然后", "Then!"))  # a draft is not corrected
