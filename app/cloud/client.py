@@ -28,6 +28,9 @@ Fallback: the server acknowledges, in every heartbeat, the sample up to which it
 everything (docs/PROTOCOL.md). When no message arrives for ``heartbeat_timeout`` or the
 connection drops, the warm local pipeline is fed from the later of that point and the end of
 the last translation received, so no speech is lost and no committed segment repeats.
+
+Finals (the second pass, protocol feature "final"): republished in the server's order with ids
+that keep growing across switches; the client's ``record`` keeps them as its summary segments.
 """
 
 from __future__ import annotations
@@ -82,7 +85,10 @@ class CloudClient(CloudDelivery, Failover):
         self.bus = EventBus()
         self.arrival = ArrivalClock()
         self.tracker = LatencyTracker(self.arrival)
-        self.record = SessionRecord()
+        # summary segments are the finals when the session makes them (app.pipeline.engine);
+        # set again by each welcome (a server may not grant finals) and each local start
+        self._wants_finals = bool(getattr(opts, "final_pass", False)) and not getattr(opts, "serial", False)
+        self.record = SessionRecord(finals=self._wants_finals)
         self.bus.subscribe(self.tracker)
         self.bus.subscribe(self.record)
         self.ring = AudioRing(int(RING_S * SR))
@@ -105,12 +111,20 @@ class CloudClient(CloudDelivery, Failover):
         self._changed = threading.Condition(self._lock)
         self._seq_base = 0
         self._max_seq = -1
+        # finals get client ids 0, 1, 2 ... in delivery order, across every switch; each producer
+        # (a cloud session, a local pipeline) numbers its own from 0: its id → the client's
+        self._max_final = -1
+        self._cloud_final_ids: dict[int, int] = {}
+        self._final_end = 0.0  # source time up to which a delivered final has answered the audio
+        self._cloud_finals = False  # this cloud session sends finals (feature "final" granted)
+        self._open_pieces: dict[int, dict] = {}  # shown pieces no final has covered yet (finals on)
         self._dub_end = 0.0
         self._words_end = 0.0
         self._local = None
         self._local_answers: AnswerTracker | None = None
         self._local_base = 0
         self._local_seq_base = 0
+        self._local_final_ids: dict[int, int] = {}
         self._reset_stream(0)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="relay-cloud", daemon=True)
@@ -264,18 +278,26 @@ class CloudClient(CloudDelivery, Failover):
                    "eager": o.eager, "speculative": o.speculative, "policy": o.policy, "realtime": o.realtime}
         await ws.send(P.encode_json({"type": "hello", "v": P.VERSION, "pair": o.pair,
                                      "codec": "pcm16-zlib" if self.compress else "pcm16",
-                                     "start_sample": start, "options": options}))
+                                     "start_sample": start, "options": options,
+                                     "features": ["final"] if self._wants_finals else []}))
         first = json.loads(await asyncio.wait_for(ws.recv(), timeout))
         if first.get("type") != "welcome":
             ws.transport.abort()
             raise UserError(f"the server refused the session: {first.get('message', first.get('type'))}")
-        self._begin_cloud(ws, start)
+        finals = self._wants_finals and "final" in P.granted_features(first)
+        if self._wants_finals and not finals:
+            log.warning("the server does not make final sentences (it predates them): first pass only")
+        self._begin_cloud(ws, start, finals)
 
-    def _begin_cloud(self, ws, start: int) -> None:
+    def _begin_cloud(self, ws, start: int, finals: bool = False) -> None:
         with self._lock:
             self._ws = ws
             self._reset_stream(start)
             self._seq_base = self._max_seq + 1
+            self._cloud_final_ids = {}
+            self._cloud_finals = finals
+            if self._max_final < 0 and not self._open_pieces:  # the session's first producer decides
+                self.record.final_mode = finals
             self._out = asyncio.Queue()
             self._mode = "cloud"
             if self.ring.written > start:  # audio from the hand-over point on

@@ -15,7 +15,7 @@ from app.cloud.ack import AnswerTracker
 from app.cloud.link import open_ws, reason
 from app.cloud.views import fresh_models
 from app.core.audio import SR
-from app.pipeline.messages import CommittedWords, DubChunk, Metric, Segment, TentativeText, Translation
+from app.pipeline.messages import CommittedWords, DubChunk, FinalSentence, Metric, Segment, TentativeText, Translation
 from app.pipeline.protocols import Word
 from app.session.build import build_pipeline
 
@@ -27,10 +27,17 @@ class Failover:
     def _go_local(self, reason: str, silent_since: float, detected: float) -> None:
         """Caller holds the lock. Feed the warm local pipeline from the acknowledged point."""
         written = self.ring.written
-        base = min(max(self._refeed_point(), written - self.ring.capacity), written)
+        # the pieces the cloud showed and had not finalised keep their first-pass text (one
+        # failed final, before any local one); audio a delivered final answered is not redone
+        self._close_open_pieces(detected, "lost")
+        base = max(self._refeed_point(), int(round(self._final_end * SR)))
+        base = min(max(base, written - self.ring.capacity), written)
         pipe = build_pipeline(fresh_models(self.models), self.opts, clock=self.clock)
         pipe.record.keep_dub_audio = False  # the client's own record keeps what the user asked for
         self._local_base, self._local_seq_base = base, self._max_seq + 1
+        self._local_final_ids = {}
+        if self._max_final < 0 and not self.record.pieces:  # the session's first producer decides
+            self.record.final_mode = _makes_finals(pipe)
         self._local_answers = AnswerTracker(0, lambda p=pipe: p.asr_stage.window_start)
         pipe.bus.subscribe(self._local_answers)
         pipe.bus.subscribe(lambda ev, p=pipe: self._deliver_local(p, ev))
@@ -77,11 +84,22 @@ class Failover:
                 ev = dataclasses.replace(ev, seq=ev.seq + self._local_seq_base if ev.seq >= 0 else ev.seq,
                                          src_start=ev.src_start + off, src_end=ev.src_end + off,
                                          segment=seg_of(ev.segment) if ev.segment is not None else None)
+                if not ev.preview and _makes_finals(pipe):
+                    self._piece_shown(ev)
+            elif isinstance(ev, FinalSentence):
+                if ev.src_end + off <= self._final_end + 0.05 and not ev.covers:
+                    return  # audio the cloud had finalised already (not re-fed: a safeguard)
+                self._publish_final(dataclasses.replace(
+                    ev, words=words(ev.words), src_start=ev.src_start + off, src_end=ev.src_end + off,
+                    covers=tuple(c + self._local_seq_base for c in ev.covers)), self._local_final_ids)
+                return
             elif isinstance(ev, DubChunk):
                 start_at = max(ev.start_at, self._dub_end)
                 self._dub_end = start_at + len(ev.audio) / ev.sample_rate
-                ev = dataclasses.replace(ev, seq=ev.seq + self._local_seq_base, src_end=ev.src_end + off,
-                                         start_at=start_at)
+                # a two-pass pipeline speaks its finals (seq: a final's id), else its pieces
+                seq = (self._local_final_ids.get(ev.seq, self._max_final) if _makes_finals(pipe)
+                       else ev.seq + self._local_seq_base)
+                ev = dataclasses.replace(ev, seq=seq, src_end=ev.src_end + off, start_at=start_at)
             self.bus.publish(ev)
 
     # -- reconnect and return ----------------------------------------------------------------------
@@ -118,7 +136,9 @@ class Failover:
             with self._lock:
                 ans = self._local_answers
                 point = self._local_base + (ans.poll() if ans else 0)
-                ready = ans is not None and ans.clean and self.ring.written - point <= RETURN_NEAR_S * SR
+                # and every piece it showed finalised: its second pass ends with it
+                ready = (ans is not None and ans.clean and not self._open_pieces
+                         and self.ring.written - point <= RETURN_NEAR_S * SR)
                 if ready:
                     old, detected, held_from = self._local, self.clock.now(), self.ring.written
                     self._probe, self._local, self._mode = None, None, "returning"
@@ -139,3 +159,8 @@ class Failover:
                                  "switch_ms": round((self.clock.now() - detected) * 1000, 1)})
             threading.Thread(target=old.abort, name="relay-cloud-stop-local", daemon=True).start()
             return
+
+
+def _makes_finals(pipe) -> bool:
+    """The local pipeline runs a second pass (its record keeps finals): its dub speaks finals."""
+    return bool(getattr(getattr(pipe, "record", None), "final_mode", False))

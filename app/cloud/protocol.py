@@ -4,7 +4,8 @@ One WebSocket per session, subprotocol ``relay.v1``, access token in the upgrade
 ``Authorization: Bearer`` header. Text frames carry JSON control messages and events; binary
 frames carry audio (client → server) and dub audio (server → client). Everything here is pure:
 encode and decode, with every limit checked, so the server and the client agree by construction
-and the fuzz tests can drive the decoders directly.
+and the fuzz tests can drive the decoders directly. Optional features (``FEATURES``: the second
+pass's ``final`` events) are negotiated in the hello and welcome within version 1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.audio import SR
-from app.pipeline.messages import CommittedWords, Metric, Segment, TentativeText, Translation
+from app.pipeline.messages import CommittedWords, FinalSentence, Metric, Segment, TentativeText, Translation
 from app.pipeline.protocols import Word
 
 VERSION = 1
@@ -44,6 +45,16 @@ PAIR_RE = re.compile(r"[a-z]{2,3}-[a-z]{2,3}")
 
 CODECS = ("pcm16", "pcm16-zlib")
 CLIENT_TYPES = ("hello", "hb", "end")
+# Optional features, negotiated within version 1: the client lists those it wants in the hello
+# ("features"), the server answers in the welcome with those it grants (absent: none). A server
+# sends an event kind that belongs to a feature only to a client it granted that feature to, so a
+# client that does not know the feature never sees its events; a server that does not know it
+# ignores the hello field and does not echo it, so the client knows it will not come.
+#   "final": run the second pass and send its ``final`` events; the dub is then made from finals
+#            (a dub frame's ``seq`` is a final's ``id``), without it from the pieces (``seq``).
+FEATURES = ("final",)
+MAX_FEATURES = 16
+EVENT_KINDS = ("partial", "committed", "segment", "translation", "preview", "metric", "final")
 
 
 class ProtocolError(ValueError):
@@ -140,6 +151,7 @@ class Hello:
     codec: str
     start_sample: int
     options: dict
+    features: tuple[str, ...] = ()  # the known features the client asked for (unknown ones are ignored)
 
 
 _NUM = (int, float, type(None))
@@ -180,7 +192,17 @@ def parse_hello(obj: dict) -> Hello:
         if k in _OPTION_CHOICES and v not in _OPTION_CHOICES[k]:
             raise ProtocolError("bad_options", f"option {k!r} must be one of {', '.join(_OPTION_CHOICES[k])}")
         clean[k] = v
-    return Hello(pair, codec, start, clean)
+    feats = obj.get("features", [])
+    if (not isinstance(feats, list) or len(feats) > MAX_FEATURES
+            or not all(isinstance(f, str) and len(f) <= 32 for f in feats)):
+        raise ProtocolError("malformed", f"'features' must be a list of at most {MAX_FEATURES} short strings")
+    return Hello(pair, codec, start, clean, tuple(f for f in FEATURES if f in feats))
+
+
+def granted_features(welcome: dict) -> tuple[str, ...]:
+    """The features a server's welcome grants; a server that predates features grants none."""
+    feats = welcome.get("features", [])
+    return tuple(f for f in FEATURES if isinstance(feats, list) and f in feats)
 
 
 def dub_body(header: dict, audio: np.ndarray) -> tuple[int, bytes]:
@@ -271,6 +293,13 @@ def event_to_wire(ev, off: float) -> dict | None:
                 "src_end": round(ev.src_end + off, 3),
                 "queue_s": round(max(0.0, ev.started_at - ev.queued_at), 4),
                 "compute_s": round(max(0.0, ev.emitted_at - ev.started_at), 4)}
+    if isinstance(ev, FinalSentence):
+        shown = None if ev.first_shown_at is None else round(max(0.0, ev.final_at - ev.first_shown_at), 4)
+        return {"k": "final", "id": ev.id, "words": _words(ev.words, off), "source": ev.source,
+                "target": ev.target, "src_start": round(ev.src_start + off, 3), "src_end": round(ev.src_end + off, 3),
+                "covers": list(ev.covers), "first_source": ev.first_source, "first_target": ev.first_target,
+                "reason": ev.reason, "failed": ev.failed, "shown_ago_s": shown,
+                "compute_s": round(max(0.0, ev.final_at - ev.started_at), 4)}
     if isinstance(ev, Metric):
         return {"k": "metric", "name": ev.name, "value": ev.value, "labels": dict(ev.labels)}
     return None
@@ -295,6 +324,14 @@ def wire_to_event(d: dict, now: float, segments: dict):
             queued = seg.emitted_at
         return Translation(int(d["seq"]), d["source"], d["target"], float(d["src_start"]), float(d["src_end"]),
                            now, k == "preview", queued, max(queued, started), seg)
+    if k == "final":
+        ago = d.get("shown_ago_s")
+        return FinalSentence(int(d["id"]), _unwords(d["words"]), str(d["source"]), str(d["target"]),
+                             float(d["src_start"]), float(d["src_end"]), now,
+                             None if ago is None else now - float(ago), tuple(int(c) for c in d.get("covers", ())),
+                             str(d.get("first_source", "")), str(d.get("first_target", "")),
+                             str(d.get("reason", "pause")), bool(d.get("failed", False)),
+                             now - float(d.get("compute_s", 0.0)))
     if k == "metric":
         return Metric(d["name"], float(d["value"]), now, tuple(sorted((str(a), str(b)) for a, b in d.get("labels", {}).items())))
     raise ProtocolError("malformed", f"unknown event kind {k!r}")

@@ -140,7 +140,10 @@ class Server:
                 raise P.ProtocolError("malformed", "the first message must be a JSON 'hello'")
             hello = P.parse_hello(P.decode_client_text(first))
             check_hello_options(hello.options, self.limits)
-            opts = SessionOptions(**{"realtime": True, **hello.options, "pair": hello.pair})
+            # the second pass runs only for a client that asked for its finals (feature "final"):
+            # a client that predates it gets the first pass, and the dub made from its pieces
+            opts = SessionOptions(**{"realtime": True, **hello.options, "pair": hello.pair,
+                                     "final_pass": "final" in hello.features})
             opts.validate()
         except P.ProtocolError as e:
             raise Fatal(e.code, str(e)) from None
@@ -170,7 +173,8 @@ class Server:
             await link.send(P.encode_json({"type": "welcome", "v": P.VERSION, "session": sid,
                                            "hb_ms": int(P.HEARTBEAT_S * 1000), "pair": hello.pair,
                                            "max_frame_samples": P.MAX_FRAME_SAMPLES, "out_lang": models.out_lang,
-                                           "start_sample": hello.start_sample}))
+                                           "start_sample": hello.start_sample,
+                                           "features": list(hello.features)}))
         except BaseException:  # the handler never saw this session: released here
             await self._release(sess, "not started")
             raise

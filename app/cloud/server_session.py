@@ -25,6 +25,7 @@ from app.pipeline.messages import DubChunk
 
 log = logging.getLogger("relay.cloud.server")
 PUSH_SAMPLES = int(BLOCK_S * SR)  # audio reaches the pipeline in blocks of at least this (one capture block)
+DROPPABLE = ("partial", "preview", "metric")  # event kinds the outbox may drop when the client reads slowly
 STAMPS = 4096  # frame stamps kept (one per pushed block at most): old audio is answered
 
 
@@ -132,17 +133,19 @@ class Session:
             item = (True, lambda n: P.number_dub(n, stamp, body))
         else:
             d = P.event_to_wire(ev, self.off)
-            if d is None:
-                return
+            if d is None or (d["k"] == "final" and "final" not in self.hello.features):
+                return  # a feature's events go only to a client granted it
             if d["k"] in ("committed", "segment") and d["words"]:
                 sample = int(round(d["words"][-1][2] * SR))
-            elif d["k"] == "translation":
+            elif d["k"] in ("translation", "final"):
                 sample = int(round(d["src_end"] * SR))
             else:
                 sample = self.next_sample
             ts = self._stamp(sample)
             text = P.encode_json(d)  # ValueError for a non-finite number: the event is not sent
-            item = (d["k"] not in ("partial", "preview", "metric"), lambda n: P.number_event(n, ts, text))
+            # past the outbox's soft bound only these may go; committed text, segments and
+            # finals are never dropped (past the hard bound the session closes instead)
+            item = (d["k"] not in DROPPABLE, lambda n: P.number_event(n, ts, text))
         try:
             self.loop.call_soon_threadsafe(self._enqueue, item)
         except RuntimeError:  # the loop is closed: the server is shutting down

@@ -88,18 +88,24 @@ def client_ctx(cert: str, **kw) -> ssl.SSLContext:
     return ctx
 
 
-def raw_session(server, pair="zh-en"):
-    """A hand-driven protocol session (sync websockets client) after its welcome."""
+def raw_session(server, pair="zh-en", features=None, welcome=None):
+    """A hand-driven protocol session (sync websockets client) after its welcome (appended to
+    ``welcome`` when given); ``features``: the hello's, none by default (a client before finals)."""
     from websockets.sync.client import connect
 
     ws = connect(server.url, ssl=client_ctx(server.cert), additional_headers={"Authorization": f"Bearer {TOKEN}"},
                  subprotocols=[P.SUBPROTOCOL], compression=None, open_timeout=10, max_size=None)
     # entered as a context (websockets 17.1+ warns about a bare connect()); the caller closes it
     ws = ws.__enter__()
-    ws.send(P.encode_json({"type": "hello", "v": 1, "pair": pair, "options": {"no_tts": True}}))
+    hello = {"type": "hello", "v": 1, "pair": pair, "options": {"no_tts": True}}
+    if features is not None:
+        hello["features"] = features
+    ws.send(P.encode_json(hello))
     while True:
         m = json.loads(ws.recv(timeout=30))
         if m["type"] == "welcome":
+            if welcome is not None:
+                welcome.append(m)
             return ws
 
 
@@ -131,6 +137,25 @@ def test_cloud_session_gives_the_same_committed_translation_as_local(server):
     assert cs["stages"]["cloud"]["rtt_ms"]["n"] > 0
     events = [json.loads(x) for x in cloud.stdout.splitlines()]
     assert {"partial", "committed", "segment", "translation"} <= {e["type"] for e in events}
+    # the second pass's finals came over the wire (feature "final"): the summary's segments are
+    # finals, numbered 0, 1, 2 ..., and together they cover every first-pass piece exactly once
+    assert cs["display"]["finals"] == len(cs["segments"]) > 0
+    assert [s["id"] for s in cs["segments"]] == list(range(len(cs["segments"])))
+    covered = [c for s in cs["segments"] for c in s["covers"]]
+    assert sorted(covered) == sorted(p["seq"] for p in cs["first_pass"]) and len(set(covered)) == len(covered)
+    assert all(a["src_end"] <= b["src_start"] + 0.5 for a, b in zip(cs["segments"], cs["segments"][1:]))
+
+
+def test_finals_go_only_to_a_client_that_asks_for_them(server):
+    """Feature negotiation within version 1: a client that predates finals is granted none (and
+    its server session runs no second pass); one that asks gets "final" in its welcome."""
+    for features, granted in ((None, []), (["final", "not-yet-invented"], ["final"])):
+        welcome: list[dict] = []
+        ws = raw_session(server, features=features, welcome=welcome)
+        try:
+            assert welcome[0].get("features", []) == granted and welcome[0]["v"] == 1
+        finally:
+            ws.close()
 
 
 def test_wrong_or_missing_token_is_refused_before_any_audio(server):

@@ -185,11 +185,17 @@ def check_nothing_lost_or_repeated(c, reference):
     in wording (2300 / 两千三百, punctuation), so the text is only checked for its content. The
     messages are strings: pytest cuts any other object's repr to a line, and the spans are the
     evidence."""
-    segs = c.record.segments
+    segs = c.record.segments  # the finals (second pass) across cloud and local, else the pieces
     assert segs and all(s["target"] is not None for s in segs)
+    key = "id" if c.record.final_mode else "seq"
     for a, b in zip(segs, segs[1:]):
         assert round(b["src_start"] - a["src_end"], 3) >= -0.1, f"overlapping segments {a} / {b}"
-        assert b["seq"] > a["seq"]
+        assert b[key] > a[key]
+    if c.record.final_mode:  # every first-pass piece shown is replaced by exactly one final
+        finals = [(s["id"], s["reason"], s["failed"], s["covers"], s["src_start"], s["src_end"]) for s in segs]
+        assert [s["id"] for s in segs] == list(range(len(segs))), f"{finals} {c.switches} {c.returns}"
+        covered = [x for s in segs for x in s["covers"]]
+        assert sorted(covered) == sorted(p["seq"] for p in c.record.pieces), f"{covered} {c.record.pieces}"
     gaps = _uncovered([(r["src_start"], r["src_end"]) for r in reference], segs)
     spans = [(round(s["src_start"], 2), round(s["src_end"], 2), s["source"]) for s in segs]
     assert max(gaps) <= 0.4 and sum(gaps) <= 0.8, f"{gaps} {spans}"
