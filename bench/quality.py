@@ -2,8 +2,10 @@
 
     python bench/quality.py                          # the corpus manifest (else the shared zh data), 2 runs
     python bench/quality.py --files 3 --runs 1       # a subset
+    python bench/quality.py --only _clean --only pink10 --files 4     # files whose id has _clean or pink10
     python bench/quality.py --quick                  # 2 files, 1 run, no offline decode: a smoke run
     python bench/quality.py --offline                # plus the offline CER ceiling of each file
+    python bench/quality.py --by snr_db              # rows per setting and noise level (a manifest field)
     python bench/quality.py --setting "two-pass=" --setting "eager 6=--eager 6" --setting "serial=--serial"
     python bench/quality.py --rescore bench/out/quality.json    # score the saved runs again, no relay
 
@@ -19,7 +21,7 @@ is left out of that median; ``n`` counts the runs). With ``--offline``, one more
 Whisper pack decoding each whole file at once (faster-whisper, beam 5, vad_filter), the CER
 ceiling. Every run's figures and its whole summary go to ``--out`` (bench/out/quality.json).
 
-The manifest (``--manifest``; default ``bench/corpus/manifest.jsonl`` or ``.json`` when it exists)
+The manifest (``--manifest``; default ``bench/corpus/{,out/}manifest.jsonl`` or ``.json`` if one exists)
 is JSONL or a JSON list (or ``{"files": [...]}``), one entry per file, paths relative to the
 manifest: ``{"id": .., "wav": .., "pair": "zh-en", "sentences": [{"zh": .., "en": .., "start":
 s, "end": s}, ...]}``; accepted too are ``audio``/``path`` for ``wav``, ``segments`` for
@@ -115,8 +117,9 @@ def load_manifest(path: Path) -> list[dict]:
         if sents is None:  # one sentence: the entry itself
             sents = [e]
         refs = [_sentence(s, src, tgt) for s in sents]
+        meta = {k: v for k, v in e.items() if isinstance(v, (str, int, float)) and k not in ("wav", "id")}
         out.append({"id": str(_get(e, "id", default=wav.stem or i)), "wav": wav, "pair": pair, "src": src,
-                    "tgt": tgt, "refs": refs})
+                    "tgt": tgt, "refs": refs, "meta": meta})
     return out
 
 
@@ -136,9 +139,11 @@ def fallback_manifest() -> list[dict]:
 
 
 def default_manifest() -> Path | None:
-    for n in ("manifest.jsonl", "manifest.json"):
-        if (CORPUS / n).is_file():
-            return CORPUS / n
+    """bench/corpus's manifest (bench/corpus/build.py writes it to bench/corpus/out/)."""
+    for d in (CORPUS, CORPUS / "out"):
+        for n in ("manifest.jsonl", "manifest.json"):
+            if (d / n).is_file():
+                return d / n
     return None
 
 
@@ -236,9 +241,15 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def rows_of(per_run: list[dict], settings: list[str], offline: dict[str, float]) -> list[dict]:
-    rows = [median_row(label, [r["figures"] for r in per_run if r["setting"] == label and r.get("figures")])
-            for label in settings]
+def rows_of(per_run: list[dict], settings: list[str], offline: dict[str, float], by: str | None = None) -> list[dict]:
+    """One row per setting (per setting and value of the manifest field ``by``, when given)."""
+    groups = sorted({str(r.get("group")) for r in per_run}) if by else [None]
+    rows = []
+    for g in groups:
+        for label in settings:
+            rs = [r["figures"] for r in per_run
+                  if r["setting"] == label and r.get("figures") and (g is None or str(r.get("group")) == g)]
+            rows.append(median_row(label if g is None else f"{label} [{by}={g}]", rs))
     if offline:
         rows.append({"setting": "offline (faster-whisper beam 5, VAD)", "n": len(offline),
                      "src_error_pct": round(statistics.median(offline.values()), 3)})
@@ -256,6 +267,9 @@ def main() -> None:
                     help="corpus manifest (default: bench/corpus/manifest.jsonl, else the shared zh data)")
     ap.add_argument("--runs", type=int, default=None, help="runs of every setting on every file (default 2)")
     ap.add_argument("--files", type=int, default=None, help="only the first N files of the manifest")
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="only the files whose id contains TEXT (repeatable: any of them), before --files")
+    ap.add_argument("--by", metavar="FIELD", help="rows per value of this manifest field too, e.g. snr_db, kind")
     ap.add_argument("--quick", action="store_true", help="smoke: 2 files, 1 run, no offline decode (unless given)")
     ap.add_argument("--setting", action="append", default=[], metavar="LABEL=FLAGS",
                     help='a setting: its label and its relay run flags, e.g. "serial=--serial" (repeatable)')
@@ -274,6 +288,8 @@ def main() -> None:
         used = json.loads(Path(args.rescore).read_text(encoding="utf-8"))["conditions"].get("manifest", "")
         manifest = Path(used) if used and not used.startswith("fallback") else None
     files = load_manifest(manifest) if manifest else fallback_manifest()
+    if args.only and not args.rescore:
+        files = [f for f in files if any(t in f["id"] for t in args.only)]
     if nfiles is not None and not args.rescore:
         files = files[:nfiles]
     by_id = {f["id"]: f for f in files}
@@ -289,6 +305,8 @@ def main() -> None:
         offline = old.get("offline_cer", {})
         for r in old["per_run"]:
             f = by_id.get(r["file"])
+            if f is not None and args.by:
+                r["group"] = f.get("meta", {}).get(args.by)
             if f is not None and r.get("summary"):
                 r["figures"] = figures(r["summary"], f)
             per_run.append(r)
@@ -300,7 +318,8 @@ def main() -> None:
             for f in files:
                 for label, flags in settings:
                     fl = flags.split() + ([] if "--serial" in flags.split() else extra)
-                    rec = {"setting": label, "flags": fl, "file": f["id"], "run": k + 1}
+                    rec = {"setting": label, "flags": fl, "file": f["id"], "run": k + 1,
+                           "group": f.get("meta", {}).get(args.by) if args.by else None}
                     try:
                         s = run_relay(Path(f["wav"]), f["pair"], fl)
                         rec["summary"] = s
@@ -321,7 +340,7 @@ def main() -> None:
                 except Exception as e:
                     print(f"offline decode of {f['id']} failed: {e}", file=sys.stderr)
     labels = [label for label, _ in settings]
-    rows = rows_of(per_run, labels, offline)
+    rows = rows_of(per_run, labels, offline, args.by)
     print(table(rows))
     failed = [r for r in per_run if r.get("error")]
     if failed:

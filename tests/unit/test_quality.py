@@ -96,3 +96,18 @@ def test_parse_setting():
     assert quality.parse_setting("serial=--serial") == ("serial", "--serial")
     assert quality.parse_setting("eager 6=--eager 6") == ("eager 6", "--eager 6")
     assert quality.parse_setting("two-pass=") == ("two-pass", "")
+
+
+def test_the_corpus_manifest_line_and_rows_by_a_field(tmp_path):
+    line = {"id": "long_jf_alpha_meeting_01_pink10", "wav": "long/x.wav", "pair": "zh-en", "lang": "zh",
+            "tgt_lang": "en", "kind": "longform", "snr_db": 10.0,
+            "sentences": [{"id": "l002", "kind": "long", "zh": "你好。", "en": "Hello.", "start": 0.3, "end": 1.4}]}
+    (tmp_path / "manifest.jsonl").write_text(json.dumps(line, ensure_ascii=False) + "\n", encoding="utf-8")
+    f = quality.load_manifest(tmp_path / "manifest.jsonl")[0]
+    assert f["wav"] == (tmp_path / "long" / "x.wav").resolve() and f["meta"]["snr_db"] == 10.0
+    assert f["refs"] == [Reference("你好。", "Hello.", 0.3, 1.4)]
+    per_run = [{"setting": "a", "group": g, "figures": {"src_error_pct": v}}
+               for g, v in ((10.0, 8.0), (10.0, 6.0), (None, 2.0))]
+    rows = quality.rows_of(per_run, ["a"], {}, by="snr_db")
+    assert [(r["setting"], r["n"], r["src_error_pct"]) for r in rows] == [
+        ("a [snr_db=10.0]", 2, 7.0), ("a [snr_db=None]", 1, 2.0)]
