@@ -32,6 +32,7 @@ class ASRStage(Stage):
         self.thinned_s = 0.0  # time spent thinned
         self._thinned_since: float | None = None
         self._sent_seq = -1  # the last segment handed to MT (a replayed step does not resend it)
+        self.superseded = None  # two passes: (src_start, src_end) -> True where a final came first
 
     # the recogniser's backend: the degradation policy swaps it mid-session, and the
     # recogniser reads it at each step
@@ -142,6 +143,12 @@ class ASRStage(Stage):
         if seg.seq <= self._sent_seq:  # a step replayed after a restart: already with MT
             return
         self._sent_seq = seg.seq
-        self.bus.publish(seg)
+        if self.superseded is not None:  # two passes: a piece a final already holds is not shown
+            with self.bus.held():
+                if self.superseded(seg.src_start, seg.src_end):
+                    return
+                self.bus.publish(seg)
+        else:
+            self.bus.publish(seg)
         self.seg_out.put(seg)
         self.metric("mt_queue_depth", len(self.seg_out))

@@ -41,6 +41,10 @@ class EventBus:
         self.failures: list[tuple[str, BaseException]] = []
         self.on_failure: list[Callable[[], None]] = []
 
+    def held(self):
+        """The publish lock, for a check-then-publish that no other publisher may interleave."""
+        return self._lock
+
     def subscribe(self, fn: Callable) -> None:
         with self._lock:
             self._observers.append(fn)
@@ -155,7 +159,7 @@ def final_dict(ev: FinalSentence) -> dict:
     shown = ev.first_shown_at if ev.first_shown_at is not None else ev.final_at
     return {"id": ev.id, "src_start": round(ev.src_start, 3), "src_end": round(ev.src_end, 3),
             "source": ev.source, "target": ev.target, "emitted_at": round(min(shown, ev.final_at), 3),
-            "final_at": round(ev.final_at, 3), "failed": ev.failed, "reason": ev.reason,
+            "final_at": round(ev.final_at, 3), "started_at": round(ev.started_at, 3), "failed": ev.failed, "reason": ev.reason,
             "covers": list(ev.covers), "words": [[w.text, round(w.start, 3), round(w.end, 3)] for w in ev.words]}
 
 
@@ -272,9 +276,12 @@ class StreamingPipeline(LocalEngine):
         self.final_stage = (
             FinalStage(self.ring, asr, mt, final_vad, self.first_pass, self.tts_q, self.asr_stage.control,
                        self.cfg.final, self.bus, self.clock, lang=self.cfg.segmenter.lang,
-                       first_done=lambda: not self.mt_stage.is_alive(), first_upto=self._first_pass_upto)
+                       first_done=lambda: not self.mt_stage.is_alive(),
+                       gate=self.gate)
             if two_pass else None
         )
+        if self.first_pass is not None:  # pieces a final overtook never reach the screen
+            self.asr_stage.superseded = self.mt_stage.superseded = self.first_pass.superseded
         self.tts_stage = (
             TTSStage(tts, self.tts_q, (self.final_stage or self.mt_stage).control, self.cfg.tts, self.bus,
                      self.clock, self.arrival.played_at, self.gate)
@@ -296,18 +303,6 @@ class StreamingPipeline(LocalEngine):
             super().finish(timeout)
         finally:
             self.supervisor.stop()
-
-    def _first_pass_upto(self) -> int:
-        """The sample up to which the first pass has cut, translated and shown its pieces: what
-        the recogniser has decoded, less the pause it needs to see to commit its last words,
-        once nothing waits for translation."""
-        if not self.asr_stage.is_alive():
-            upto = self.ring.written
-        else:
-            upto = self.asr_stage.recognizer.processed - int((self.cfg.asr.pause_s + 0.1) * SR)
-        if len(self.seg_q) or self.mt_stage.in_flight is not None:
-            return min(upto, int(self.mt_stage.shown_upto * SR))
-        return upto
 
     def _room_for(self, n: int) -> bool:
         oldest = self.asr_stage.window_start
@@ -341,7 +336,9 @@ class StreamingPipeline(LocalEngine):
         if self.final_stage is not None:
             f = self.final_stage
             out["final"].update(finals=f.finals, kept_first_pass=f.failures,
-                                max_backlog_s=round(f.max_backlog_s, 2))
+                                first_pass_overtaken=self.first_pass.superseded_pieces,
+                                max_backlog_s=round(f.max_backlog_s, 2),
+                                **{f"{k}_s": round(v, 3) for k, v in f.time_s.items()})
         if self.tts_stage is not None:
             out["tts"].update(chunks=self.tts_stage.chunks, skipped=self.tts_stage.skipped)
         out["queues"] = {"segments_max_depth": self.seg_q.max_depth,

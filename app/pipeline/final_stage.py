@@ -45,9 +45,10 @@ class FinalConfig:
     asr_beam: int = 5  # whole-sentence recognition, as an offline decode
     mt_beam: int = 4  # whole-sentence translation, as --serial
     prompt_finals: int = 2  # previous finals given to the recogniser as context
-    # before a final is published, the first pass gets this long to have shown the span's pieces
-    # (so the final knows what it replaces); real time: short, a fast run: until it has
-    first_wait_s: float = 1.5
+    # before a final is published, the first pass may get this long to show the span's pieces.
+    # Real time: none (a final is never delayed for the first pass; pieces it overtakes are not
+    # shown at all); a fast run, whose first pass lags far behind: until it has, so both exist
+    first_wait_s: float = 0.0
     thin_after_s: float = 3.0  # unprocessed audio beyond this: the first pass thins out
     unthin_below_s: float = 1.0
 
@@ -61,6 +62,17 @@ class FirstPassLog:
         self.pieces: dict[int, dict] = {}
         self.marks: list[tuple[float, bool]] = []  # (source time of the mark, sentence end?)
         self.covered: set[int] = set()
+        self.shown_until = 0.0  # source time up to which pieces have their translation out
+        self.final_until = 0.0  # source time up to which finals have taken the pieces
+        self.superseded_pieces = 0
+
+    def superseded(self, src_start: float, src_end: float) -> bool:
+        """Whether a first-pass piece (or its translation) comes after the final that holds its
+        words: it must not reach the screen (call with the bus held, then publish)."""
+        late = (src_start + src_end) / 2 < self.final_until
+        if late:
+            self.superseded_pieces += 1
+        return late
 
     def __call__(self, ev) -> None:
         if isinstance(ev, Segment):
@@ -75,6 +87,7 @@ class FirstPassLog:
                 if p is not None:
                     p["target"] = ev.target
                     p["shown_at"] = ev.emitted_at
+                self.shown_until = max(self.shown_until, ev.src_end)
 
     def mark_in(self, lo: float, hi: float, sentence_only: bool) -> float | None:
         """The latest mark between source times ``lo`` and ``hi``."""
@@ -92,6 +105,7 @@ class FirstPassLog:
             out = [p for s, p in sorted(self.pieces.items())
                    if s not in self.covered and (p["src_start"] + p["src_end"]) / 2 < end_s]
             self.covered.update(p["seq"] for p in out)
+            self.final_until = max(self.final_until, end_s)
             # pieces and marks far behind are no longer needed
             for p in out:
                 self.pieces.pop(p["seq"], None)
@@ -111,10 +125,11 @@ class FinalStage(Stage):
 
     def __init__(self, ring: AudioRing, asr: ASRBackend, mt: MTBackend | None, vad: VADBackend,
                  first: FirstPassLog, tts_out: BoundedQueue | None, upstream: ControlChannel | None,
-                 cfg: FinalConfig, bus, clock, lang: str = "", first_done=None, first_upto=None):
-        super().__init__("final", bus, clock)
+                 cfg: FinalConfig, bus, clock, lang: str = "", first_done=None, gate=None):
+        # the gate: while a final is being made, the first pass starts no new step (a final is
+        # never delayed for a first-pass decode; the first pass takes longer steps instead)
+        super().__init__("final", bus, clock, gate)
         self.first_done = first_done  # () -> True once the first pass has published all it will
-        self.first_upto = first_upto  # () -> the sample up to which the first pass has shown its pieces
         self.ring, self.asr, self.mt, self.vad, self.first = ring, asr, mt, vad, first
         self.tts_out, self.upstream, self.cfg, self.lang = tts_out, upstream, cfg, lang
         self.pos = 0  # samples the VAD has seen
@@ -126,6 +141,7 @@ class FinalStage(Stage):
         self.failures = 0
         self.thinned = False
         self.max_backlog_s = 0.0
+        self.time_s = {"asr": 0.0, "mt": 0.0, "wait_first_pass": 0.0}  # where the second pass spends its time
         self._prompt: list[str] = []
         self._probs: list[tuple[int, float]] = []  # (frame start, speech prob) of the open sentence
 
@@ -238,23 +254,28 @@ class FinalStage(Stage):
         words: list[Word] | None = None
         try:
             audio = np.array(self.ring.read(start, stop))
-            words = self._recognise(audio, start / SR)
+            with self.urgent():
+                words = self._recognise(audio, start / SR)
+            self.time_s["asr"] += self.clock.now() - started
         except Overrun:
             log.warning("second pass: audio %.1f-%.1f s was overwritten; keeping the first pass", start / SR, stop / SR)
         except Superseded:
             raise
         except Exception as e:  # the first pass's text stays, marked; the session goes on
             log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
-        self._wait_for_first_pass(stop)
+        self._wait_for_first_pass(words[-1].end if words else stop / SR)
         pieces = self.first.take(stop / SR)
         self.covered_until = max(self.covered_until, stop)
         if words is None:
             self._publish_first_pass(pieces, start, stop, reason, started)
         elif words:
             source = join_words(words, self.lang)
+            t = self.clock.now()
             try:
-                target = (self.watched(self.mt.translate, source, beam_size=self.cfg.mt_beam).strip()
-                          if self.mt is not None else source)
+                with self.urgent():
+                    target = (self.watched(self.mt.translate, source, beam_size=self.cfg.mt_beam).strip()
+                              if self.mt is not None else source)
+                self.time_s["mt"] += self.clock.now() - t
             except Superseded:
                 raise
             except Exception as e:
@@ -269,13 +290,15 @@ class FinalStage(Stage):
         self.busy_s += self.clock.now() - started
         self.in_flight = None
 
-    def _wait_for_first_pass(self, stop: int) -> None:
-        if self.first_upto is None:
-            return
-        deadline = self.clock.now() + self.cfg.first_wait_s
-        while (self.first_upto() < stop and self.clock.now() < deadline and not self.cancelled.is_set()
+    def _wait_for_first_pass(self, until: float) -> None:
+        """Until the first pass has shown its translation of the sentence's last words (source
+        time ``until``), for a bounded time: the final must know which pieces it replaces."""
+        t = self.clock.now()
+        deadline = t + self.cfg.first_wait_s
+        while (self.first.shown_until < until - 0.25 and self.clock.now() < deadline and not self.cancelled.is_set()
                and not (self.first_done is not None and self.first_done())):
             self.cancelled.wait(0.01)
+        self.time_s["wait_first_pass"] += self.clock.now() - t
 
     def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
         prompt = "".join(self._prompt) if self.lang in ("zh", "ja") else " ".join(self._prompt)

@@ -123,6 +123,7 @@ class LatencyTracker:
         self._seg_word_range: dict[int, tuple[int, int]] = {}
         self._open_sentence: dict | None = None
         self._shown: dict[int, tuple[float, float]] = {}  # first-pass seq → (src_end, shown at)
+        self._final_at: dict[int, float] = {}  # final id → when it was shown
         self.finals = 0
 
     def __call__(self, event) -> None:
@@ -151,9 +152,11 @@ class LatencyTracker:
         elif isinstance(ev, FinalSentence):
             self._final(ev)
         elif isinstance(ev, DubChunk) and ev.first_of_segment and not ev.skipped:
-            tr = self._translations.get(ev.seq)
-            if tr is not None:
-                self.tts_first_audio.append(max(0.0, ev.ready_at - tr.emitted_at))
+            # two passes: the dub speaks finals, and a chunk's seq is its final's id
+            text_at = (self._final_at.get(ev.seq) if self.finals else
+                       getattr(self._translations.get(ev.seq), "emitted_at", None))
+            if text_at is not None:
+                self.tts_first_audio.append(max(0.0, ev.ready_at - text_at))
             if not self.dub_from_playback:
                 self._dub(ev.start_at, ev.src_end)
         elif isinstance(ev, DubPlayed) and ev.first_of_segment and self.dub_from_playback:
@@ -162,6 +165,7 @@ class LatencyTracker:
 
     def _final(self, ev: FinalSentence) -> None:
         self.finals += 1
+        self._final_at[ev.id] = ev.final_at
         shown = [self._shown.pop(s) for s in ev.covers if s in self._shown]
         ends = [w.end for w in ev.words] or [ev.src_end]
         for end in ends:

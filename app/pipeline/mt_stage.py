@@ -76,7 +76,7 @@ class MTStage(Stage):
         self._downstream_slow = False
         self._last_preview = -1e9
         self.translations = 0
-        self.shown_upto = 0.0  # source time up to which committed translations are out
+        self.superseded = None  # two passes: (src_start, src_end) -> True where a final came first
 
     def _backpressure(self) -> None:
         depth = len(self.seg_in) + (len(self.tts_out) if self.tts_out is not None else 0)
@@ -181,8 +181,13 @@ class MTStage(Stage):
             self._sent_src, self._sent_tgt, self._draft = "", "", ""
         else:
             self._sent_src, self._sent_tgt = src, full
-        self.bus.publish(tr)
-        self.shown_upto = max(self.shown_upto, seg.src_end)
+        if self.superseded is not None:  # two passes: a final holding these words came first
+            with self.bus.held():
+                if self.superseded(seg.src_start, seg.src_end):
+                    return
+                self.bus.publish(tr)
+        else:
+            self.bus.publish(tr)
         if self.tts_out is not None and new.strip():
             self.tts_out.put(tr)
 
