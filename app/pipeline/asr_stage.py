@@ -31,6 +31,7 @@ class ASRStage(Stage):
         self.thin_factor = 1.0
         self.thinned_s = 0.0  # time spent thinned
         self._thinned_since: float | None = None
+        self._thin_by: set[str] = set()
         self._sent_seq = -1  # the last segment handed to MT (a replayed step does not resend it)
         self.superseded = None  # two passes: (src_start, src_end) -> True where a final came first
 
@@ -80,14 +81,18 @@ class ASRStage(Stage):
                 self.step_s = self.cfg.step_s
                 self.slowed = False
                 self.metric("asr_step_s", self.step_s, reason=msg.reason)
-            elif msg.kind is Control.THIN and self._thinned_since is None:
-                self.thin_factor = 2.0
-                self._thinned_since = self.clock.now()
-                self.metric("asr_step_s", self.effective_step_s, reason=msg.reason)
-            elif msg.kind is Control.UNTHIN and self._thinned_since is not None:
-                self.thin_factor = 1.0
-                self.thinned_s += self.clock.now() - self._thinned_since
-                self._thinned_since = None
+            elif msg.kind in (Control.THIN, Control.UNTHIN):
+                # thinned while anyone (the second pass, the policy) asks; each undoes only its own
+                (self._thin_by.add if msg.kind is Control.THIN else self._thin_by.discard)(msg.by)
+                if self._thin_by and self._thinned_since is None:
+                    self.thin_factor = 2.0
+                    self._thinned_since = self.clock.now()
+                elif not self._thin_by and self._thinned_since is not None:
+                    self.thin_factor = 1.0
+                    self.thinned_s += self.clock.now() - self._thinned_since
+                    self._thinned_since = None
+                else:
+                    continue
                 self.metric("asr_step_s", self.effective_step_s, reason=msg.reason)
 
     @property

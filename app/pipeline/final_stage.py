@@ -139,6 +139,7 @@ class FinalStage(Stage):
         self.covered_until = 0  # the end (sample) of the last span finalised
         self.finals = 0
         self.failures = 0
+        self.asr_beam = cfg.asr_beam  # the degradation policy may lower it
         self.thinned = False
         self.max_backlog_s = 0.0
         self.time_s = {"asr": 0.0, "mt": 0.0, "wait_first_pass": 0.0}  # where the second pass spends its time
@@ -238,11 +239,11 @@ class FinalStage(Stage):
             return
         if backlog > self.cfg.thin_after_s and not self.thinned:
             self.thinned = True
-            self.upstream.send(ControlMessage(Control.THIN, f"second pass {backlog:.1f} s behind"))
+            self.upstream.send(ControlMessage(Control.THIN, f"second pass {backlog:.1f} s behind", by="final"))
             self.metric("final_backlog_s", backlog, action="thin")
         elif backlog < self.cfg.unthin_below_s and self.thinned:
             self.thinned = False
-            self.upstream.send(ControlMessage(Control.UNTHIN, "second pass caught up"))
+            self.upstream.send(ControlMessage(Control.UNTHIN, "second pass caught up", by="final"))
             self.metric("final_backlog_s", backlog, action="unthin")
 
     # -- one sentence ---------------------------------------------------------------------------
@@ -302,7 +303,7 @@ class FinalStage(Stage):
 
     def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
         prompt = "".join(self._prompt) if self.lang in ("zh", "ja") else " ".join(self._prompt)
-        words = self.watched(self.asr.transcribe_utterance, audio, prompt=prompt, beam_size=self.cfg.asr_beam)
+        words = self.watched(self.asr.transcribe_utterance, audio, prompt=prompt, beam_size=self.asr_beam)
         return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
 
     def _publish_first_pass(self, pieces, start, stop, reason, started) -> None:

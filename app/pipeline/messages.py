@@ -141,7 +141,7 @@ class Control(Enum):
     FLUSH = "flush"
     SLOW_DOWN = "slow_down"
     RESUME_NORMAL = "resume_normal"
-    THIN = "thin"  # the second pass is behind: the first pass takes longer steps
+    THIN = "thin"  # the second pass is behind, or the policy degrades: the first pass takes longer steps
     UNTHIN = "unthin"
 
 
@@ -149,6 +149,7 @@ class Control(Enum):
 class ControlMessage:
     kind: Control
     reason: str = ""
+    by: str = ""  # who asks (THIN/UNTHIN: the second pass, the degradation policy), when it matters
 
 
 def join_words(words, lang: str = "") -> str:

@@ -158,6 +158,10 @@ class MTStage(Stage):
         return a + word_sep(getattr(self.mt, "source_lang", "")) + b
 
     def _translate_segment(self, seg: Segment) -> None:
+        if self.superseded is not None and self.superseded(seg.src_start, seg.src_end):
+            # two passes: a final holding these words is out already; what follows starts afresh
+            self._sent_src, self._sent_tgt, self._draft = "", "", ""
+            return
         started = self.clock.now()
         src = self._join(self._sent_src, seg.text)
         prefix = _open_prefix(self._sent_tgt)

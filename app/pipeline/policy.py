@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 import psutil
 
-from app.pipeline.messages import Translation
+from app.pipeline.messages import Control, ControlMessage, FinalSentence, Translation
 from app.pipeline.mt_stage import MTAdjust
 
 
@@ -39,21 +39,30 @@ class Rule:
         return value > self.threshold if self.op == ">" else value < self.threshold
 
 
-def default_rules(english_source: bool = False) -> tuple[Rule, ...]:
+def default_rules(english_source: bool = False, two_pass: bool = False) -> tuple[Rule, ...]:
+    """The rule table. A step that changes nothing in a given session is pruned from it when the
+    session is built (``PipelineActuator.prune``): the policy never sits on a step that does nothing."""
     latency_steps: tuple[tuple[str, ...], ...] = (("speculation:off", "beam:3"), ("beam:1",))
     if english_source:
         latency_steps += (("asr:tiny.en",),)
-    return (
-        Rule("latency", "subtitle_p99_s", 2.0, latency_steps, hold_s=15.0, step_after_s=5.0),
+    rules = [Rule("latency", "subtitle_p99_s", 2.0, latency_steps, hold_s=15.0, step_after_s=5.0)]
+    if two_pass:
+        # finals late: the first pass thins out first; only then does the second pass search less
+        # (no two rules share an action: a step another rule already took would change nothing)
+        rules.append(Rule("final", "final_lag_p95_s", 3.0, (("first_pass:thin",), ("final_beam:2",)),
+                          hold_s=20.0, step_after_s=10.0))
+    rules += [
         Rule("memory", "memory_frac", 0.9, (("micro_batch:half", "compute:int8"),), hold_s=30.0),
         Rule("cloud", "cloud_link", 0.5, (("local_models",),), op="<", hold_s=10.0, step_after_s=0.0),
-    )
+    ]
+    return tuple(rules)
 
 
 @dataclass
 class PolicyConfig:
     rules: tuple[Rule, ...] = field(default_factory=default_rules)
     latency_window_s: float = 20.0  # the p99 is over subtitle latencies of this last stretch
+    final_window_s: float = 30.0  # the final lag's p95 is over finals of this last stretch
     memory_budget_mb: float = 2048.0  # process RSS budget on CPU (GPU: the device's memory)
     probe_every_s: float = 1.0
 
@@ -172,18 +181,24 @@ class Settings:
     int8: bool
     local_models: bool
     alt_asr: bool
+    thin: bool = False
+    final_beam: int | None = None
 
 
-def settings_for(actions: list[str], base_beam: int, base_micro_batch: int) -> Settings:
+def settings_for(actions: list[str], base_beam: int, base_micro_batch: int,
+                 base_final_beam: int | None = None) -> Settings:
     beam = base_beam
     mb = base_micro_batch
+    fb = base_final_beam
     for a in actions:
         if a.startswith("beam:"):
             beam = min(beam, int(a.split(":")[1]))
         elif a == "micro_batch:half":
             mb = max(1, mb // 2)
+        elif a.startswith("final_beam:") and fb is not None:
+            fb = min(fb, int(a.split(":")[1]))
     return Settings("speculation:off" not in actions, beam, mb, "compute:int8" in actions,
-                    "local_models" in actions, "asr:tiny.en" in actions)
+                    "local_models" in actions, "asr:tiny.en" in actions, "first_pass:thin" in actions, fb)
 
 
 class PipelineActuator:
@@ -193,20 +208,69 @@ class PipelineActuator:
     saying what it did, or that it had no effect here and why."""
 
     def __init__(self, mt_stage=None, speculation=None, *, batched: bool = False,
-                 asr_swap: Callable[[bool], str] | None = None):
+                 asr_swap: Callable[[bool], str] | None = None, asr_control=None, final_stage=None):
         self.mt_stage, self.speculation, self.batched, self.asr_swap = mt_stage, speculation, batched, asr_swap
+        self.asr_control, self.final_stage = asr_control, final_stage  # two passes: thinning, final beam
         self.cloud_hooks: list[Callable[[bool], None]] = []
         mt = getattr(mt_stage, "mt", None)
         self.base_beam = getattr(mt_stage, "beam_size", 1)
         self.base_micro_batch = getattr(mt_stage, "micro_batch", 1)
         self.base_compute = getattr(mt, "compute_type", None)
-        self.current = settings_for([], self.base_beam, self.base_micro_batch)
+        self.base_final_beam = getattr(final_stage, "asr_beam", None)
+        self.current = self._settings([])
+
+    def _settings(self, actions: list[str]) -> Settings:
+        return settings_for(actions, self.base_beam, self.base_micro_batch, self.base_final_beam)
+
+    def changes(self, old: Settings, new: Settings) -> list[str]:
+        """What of ``old`` → ``new`` this session can carry out (empty: the step does nothing)."""
+        mt = getattr(self.mt_stage, "mt", None)
+        out = []
+        if (new.speculation != old.speculation and self.speculation is not None
+                and hasattr(mt, "translate_with_draft") and self.speculation.cfg.mode != "off"):
+            out.append("speculation")
+        if new.beam != old.beam and self.mt_stage is not None:
+            out.append("beam")
+        if new.micro_batch != old.micro_batch and self.batched:
+            out.append("micro_batch")
+        if (new.int8 != old.int8 and hasattr(mt, "set_compute_type") and self.base_compute is not None
+                and not self.base_compute.startswith("int8")):
+            out.append("compute")
+        if new.local_models != old.local_models:
+            out.append("local_models")  # the cloud client registers its hook once connected
+        if new.alt_asr != old.alt_asr and self.asr_swap is not None:
+            out.append("asr")
+        if new.thin != old.thin and self.asr_control is not None:
+            out.append("thin")
+        if new.final_beam != old.final_beam and self.final_stage is not None:
+            out.append("final_beam")
+        return out
+
+    def prune(self, rules: tuple[Rule, ...]) -> tuple[Rule, ...]:
+        """The rules with only the steps that change something here; a rule left with none goes."""
+        out = []
+        for r in rules:
+            active: list[str] = []
+            steps = []
+            for step in r.steps:
+                if self.changes(self._settings(active), self._settings(active + list(step))):
+                    steps.append(step)
+                    active += step
+            if steps:
+                out.append(replace(r, steps=tuple(steps)))
+        return tuple(out)
 
     def apply(self, actions: list[str], reason: str) -> list[str]:
-        new = settings_for(actions, self.base_beam, self.base_micro_batch)
+        new = self._settings(actions)
         old, self.current = self.current, new
         fx: list[str] = []
         mt = getattr(self.mt_stage, "mt", None)
+        if new.thin != old.thin and self.asr_control is not None:
+            self.asr_control.send(ControlMessage(Control.THIN if new.thin else Control.UNTHIN, reason, by="policy"))
+            fx.append("first pass " + ("thinned (longer recognition steps)" if new.thin else "back to its steps"))
+        if new.final_beam != old.final_beam and self.final_stage is not None:
+            self.final_stage.asr_beam = new.final_beam
+            fx.append(f"second-pass beam {old.final_beam} → {new.final_beam}")
         if new.speculation != old.speculation:
             if self.speculation is None or not hasattr(mt, "translate_with_draft"):
                 fx.append("no effect: this MT backend does not speculate")
@@ -285,6 +349,7 @@ class PolicyRunner:
         self.engine, self.actuator, self.cfg, self.clock = engine, actuator, cfg, clock
         self.publish, self.played_at, self.memory = publish, played_at, memory
         self._lat: collections.deque[tuple[float, float]] = collections.deque()
+        self._final_lag: collections.deque[tuple[float, float]] = collections.deque()
         self._next_probe = 0.0
         self._lock = threading.RLock()
 
@@ -300,6 +365,8 @@ class PolicyRunner:
             elif isinstance(ev, Translation) and not ev.preview and ev.segment is not None:
                 for w in ev.segment.words:
                     self._lat.append((ev.emitted_at, max(0.0, ev.emitted_at - self.played_at(w.end))))
+            elif isinstance(ev, FinalSentence):  # how long after its sentence ended a final came
+                self._final_lag.append((ev.final_at, max(0.0, ev.final_at - self.played_at(ev.src_end))))
             self.tick()
 
     def tick(self) -> list[PolicyTransition]:
@@ -308,6 +375,10 @@ class PolicyRunner:
             while self._lat and self._lat[0][0] < now - self.cfg.latency_window_s:
                 self._lat.popleft()
             self.engine.signal("subtitle_p99_s", p99([v for _, v in self._lat]))
+            while self._final_lag and self._final_lag[0][0] < now - self.cfg.final_window_s:
+                self._final_lag.popleft()
+            lags = [v for _, v in self._final_lag]
+            self.engine.signal("final_lag_p95_s", float(np.percentile(lags, 95)) if lags else None)
             if self.memory is not None and now >= self._next_probe:
                 self._next_probe = now + self.cfg.probe_every_s
                 self.engine.signal("memory_frac", self.memory())

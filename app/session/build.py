@@ -81,10 +81,13 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     if opts.policy != "on":
         return pipe
     english = models.plan.src == "en"
-    pcfg = PolicyConfig(rules=default_rules(english_source=english))
-    engine = PolicyEngine(pcfg.rules, start=pipe.clock.now())
+    two_pass = getattr(pipe, "final_stage", None) is not None
     actuator = PipelineActuator(pipe.mt_stage, pipe.speculation, batched=False,
-                                asr_swap=_asr_swap(models, opts, pipe) if english else None)
+                                asr_swap=_asr_swap(models, opts, pipe) if english else None,
+                                asr_control=pipe.asr_stage.control if two_pass else None,
+                                final_stage=pipe.final_stage if two_pass else None)
+    pcfg = PolicyConfig(rules=actuator.prune(default_rules(english_source=english, two_pass=two_pass)))
+    engine = PolicyEngine(pcfg.rules, start=pipe.clock.now())
     pipe.policy = PolicyRunner(engine, actuator, pcfg, pipe.clock, pipe.bus.publish, pipe.arrival.played_at,
                                memory=fi.memory_pressure(memory_probe(models.accel, pcfg.memory_budget_mb),
                                                          faults, pipe.clock))

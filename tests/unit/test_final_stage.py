@@ -13,6 +13,7 @@ from app.pipeline.engine import PipelineConfig, StreamingPipeline, erased_chars
 from app.pipeline.final_stage import FinalConfig
 from app.pipeline.messages import Control, DubChunk, FinalSentence
 from app.pipeline.mt_stage import MTConfig
+from app.pipeline.queues import ControlChannel, FakeClock
 from app.pipeline.recognizer import ASRConfig
 from app.pipeline.segmenter import SegmenterConfig
 from app.pipeline.supervisor import SupervisorConfig
@@ -173,3 +174,25 @@ def test_audio_overwritten_before_the_second_pass_keeps_the_first_pass():
     assert len(covered) == len(set(covered))
     assert not pipe.failed()
     assert np.all(np.diff([f["id"] for f in pipe.record.finals]) == 1)
+
+
+def test_the_first_pass_thins_while_anyone_asks_and_each_undoes_only_its_own():
+    from app.pipeline.asr_stage import ASRStage
+    from app.pipeline.messages import Control, ControlMessage
+
+    st = ASRStage.__new__(ASRStage)
+    st.control = ControlChannel()
+    st.clock = FakeClock()
+    st.metric = lambda *a, **k: None
+    st.step_s, st.thin_factor, st.thinned_s, st._thinned_since, st._thin_by = 0.5, 1.0, 0.0, None, set()
+    st.cfg = type("C", (), {"max_step_s": 4.0, "step_s": 0.5})()
+
+    def send(kind, by):
+        st.control.send(ControlMessage(kind, "test", by=by))
+        st._handle_control()
+        return st.effective_step_s
+
+    assert send(Control.THIN, "final") == 1.0
+    assert send(Control.THIN, "policy") == 1.0
+    assert send(Control.UNTHIN, "final") == 1.0  # the policy still asks
+    assert send(Control.UNTHIN, "policy") == 0.5

@@ -184,3 +184,70 @@ def test_slowed_backend_steps_down_recovers_and_steps_back_up():
     assert time.monotonic() - t0 < 40
     s = runner.summary()
     assert set(s["seconds_at_level"]) >= {"0", "1"}
+
+
+# -- two passes: the policy acts on first-display and final latency, never on a no-op step ----
+
+class _FinalStage:
+    asr_beam = 5
+
+
+def _two_pass_actuator(beam=1):
+    class Stage:
+        mt, beam_size, micro_batch, control = FakeMT(), beam, 1, ControlChannel()
+
+    asr = ControlChannel()
+    return PipelineActuator(Stage(), None, asr_control=asr, final_stage=_FinalStage()), asr
+
+
+def test_steps_that_change_nothing_here_are_pruned_from_the_rules():
+    act, _ = _two_pass_actuator(beam=1)  # greedy MT, no speculation, int8 MT
+    rules = {r.name: r for r in act.prune(default_rules(two_pass=True))}
+    # beam:3 / beam:1 cannot lower a beam of 1, speculation is not there: nothing is left
+    assert "latency" not in rules
+    assert rules["final"].steps == (("first_pass:thin",), ("final_beam:2",))
+    assert "memory" not in rules  # micro-batch 1, no compute type to change: nothing to do
+    assert rules["cloud"].steps == (("local_models",),)  # the cloud client hooks in later
+    # with a beam to lower, the beam steps stay
+    act4, _ = _two_pass_actuator(beam=4)
+    assert act4.prune(default_rules(two_pass=True))[0].steps == (("speculation:off", "beam:3"), ("beam:1",))
+
+
+def test_the_policy_never_sits_on_a_step_without_effect():
+    act, _ = _two_pass_actuator(beam=1)
+    rules = act.prune(default_rules(two_pass=True))
+    eng = PolicyEngine(rules)
+    eng.signal("subtitle_p99_s", 5.0)
+    eng.signal("final_lag_p95_s", 5.0)
+    for t in range(0, 60, 1):
+        for tr in eng.tick(float(t)):
+            fx = act.apply(list(tr.active), tr.reason)
+            assert fx and not all(f.startswith("no effect") for f in fx), tr
+
+
+def test_late_finals_thin_the_first_pass_then_lower_the_second_pass_beam_and_undo_it():
+    clock = FakeClock()
+    bus = EventBus()
+    act, asr = _two_pass_actuator()
+    rules = act.prune(default_rules(two_pass=True))
+    runner = PolicyRunner(PolicyEngine(rules), act, PolicyConfig(rules=rules), clock, bus.publish, lambda t: t)
+    bus.subscribe(runner)
+    from app.pipeline.messages import Control, FinalSentence
+
+    def final(i, end, lag):
+        clock.t = end + lag
+        bus.publish(FinalSentence(i, (), "s", "t", end - 2, end, clock.t, None, (), "", "", "pause", False, end))
+
+    for i in range(4):
+        final(i, 10.0 + 3 * i, 4.0)  # four finals 4 s after their sentence ended
+    msgs = asr.drain()
+    assert [(m.kind, m.by) for m in msgs] == [(Control.THIN, "policy")]
+    assert _FinalStage.asr_beam == 5
+    final(5, 40.0, 4.0)  # still late 10 s on: the second pass searches less
+    assert act.final_stage.asr_beam == 2
+    # on time for long enough: both undone, one step each hold time
+    for i in range(6, 40):
+        final(i, 45.0 + 3 * i, 0.6)
+    assert act.final_stage.asr_beam == 5
+    assert [m.kind for m in asr.drain()] == [Control.UNTHIN]
+    act.final_stage.asr_beam = 5
