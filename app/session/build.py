@@ -50,7 +50,7 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfi
                     previews=opts.preview == "on" or (opts.preview == "auto" and cores >= 4)),
         segmenter=segmenter_config(models.out_lang, opts.eager),
         final=FinalConfig(enabled=opts.final_pass, asr_beam=t.final_asr_beam,
-                          first_wait_s=0.0 if opts.realtime else 120.0,
+                          first_wait_s=1.0 if opts.realtime else 120.0,
                           mt_beam=mt_beam(opts.beam, whole_sentences=True)),
     )
 

@@ -129,7 +129,8 @@ class MetricsDialog(QDialog):
 
 class SummaryDialog(QDialog):
     ROWS = (("asr_first_token", "ASR first token"), ("mt_queue_wait", "MT queue wait"),
-            ("tts_first_audio", "TTS first audio"), ("e2e_subtitle", "Subtitle, end to end"),
+            ("tts_first_audio", "TTS first audio"), ("e2e_first_display", "First display, end to end"),
+            ("e2e_final", "Final text, end to end"),
             ("e2e_dub", "Dub, end to end"))
 
     def __init__(self, summary: dict, corrected: int, parent=None):

@@ -21,7 +21,9 @@ ROWS = (  # tracker key, label, what it measures
     ("asr_first_token", "ASR first token", "a word is heard → it first appears in a hypothesis"),
     ("mt_queue_wait", "MT queue wait", "a segment is committed → translation starts"),
     ("tts_first_audio", "TTS first audio", "a translation exists → its first dub audio is ready"),
-    ("e2e_subtitle", "Subtitle (end to end)", "a word is heard → its translated subtitle is shown"),
+    ("e2e_first_display", "First display (end to end)",
+     "a word is heard → its first translation is shown (a first-pass draft, or the final if it came first)"),
+    ("e2e_final", "Final text (end to end)", "a word is heard → its sentence's final translation is shown"),
     ("e2e_dub", "Dub (end to end)", "a segment's last word is heard → its dub starts playing"),
 )
 
@@ -85,7 +87,8 @@ class GaugesPanel(QWidget):
         self.plot.setXRange(-CHART_SECONDS, 0, padding=0)
         self.plot.showGrid(x=True, y=True, alpha=0.15)
         self.legend = self.plot.addLegend(offset=(8, 4), labelTextSize="8pt")
-        self.series: dict[str, deque] = {k: deque() for k in ("e2e_subtitle", "e2e_dub", "asr_first_token")}
+        self.series: dict[str, deque] = {k: deque() for k in ("e2e_subtitle", "e2e_final", "e2e_dub",
+                                                                    "asr_first_token")}
         self.curves: dict[str, pg.PlotDataItem] = {}
 
         stats = QGridLayout()
@@ -135,8 +138,10 @@ class GaugesPanel(QWidget):
             a = self.plot.getAxis(ax)
             a.setPen(pg.mkPen(theme.border))
             a.setTextPen(pg.mkPen(theme.dim_text))
-        colours = {"e2e_subtitle": theme.chart_sub, "e2e_dub": theme.chart_dub, "asr_first_token": theme.chart_asr}
-        names = {"e2e_subtitle": "subtitle", "e2e_dub": "dub", "asr_first_token": "ASR first token"}
+        colours = {"e2e_subtitle": theme.chart_sub, "e2e_final": theme.warn, "e2e_dub": theme.chart_dub,
+                   "asr_first_token": theme.chart_asr}
+        names = {"e2e_subtitle": "first-pass subtitle", "e2e_final": "final text", "e2e_dub": "dub",
+                 "asr_first_token": "ASR first token"}
         self.legend.clear()
         for key, colour in colours.items():
             if key in self.curves:

@@ -72,7 +72,12 @@ def test_subtitle_files_parse_back(zh_run):
     p, out = zh_run
     s = summary_of(p)
     cues = parse_srt((out / "out.srt").read_text(encoding="utf-8"))
-    assert len(cues) == len([x for x in s["segments"] if x["target"]])
+    finals = [x for x in s["segments"] if x["target"]]
+    assert len(cues) >= len(finals)  # a final longer than 2 lines × 42 characters takes several cues
+    assert all(len(line) <= 42 for _, _, text in cues for line in text.splitlines())
+    assert all(len(text.splitlines()) <= 2 for _, _, text in cues)
+    # every cue's text is a final's, in order: the finals' words, nothing of the first pass
+    assert " ".join(t.replace("\n", " ") for _, _, t in cues).split() == " ".join(x["target"] for x in finals).split()
     assert all(a < b for a, b, _ in cues)
     assert [a for a, _, _ in cues] == sorted(a for a, _, _ in cues)
     vtt = (out / "out.vtt").read_text(encoding="utf-8")

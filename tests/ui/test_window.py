@@ -42,9 +42,10 @@ def test_live_session_subtitles_gauges_overlay_export_stop(window, qtbot, tmp_pa
     assert "hear" in text or "everyone" in text, text  # 大家好…能听到我说话吗？
     assert all(ln.source for ln in w.model.data_.lines)
     # gauges received values on the display timer
-    qtbot.waitUntil(lambda: w.gauges.cells["e2e_subtitle"][3].text() not in ("–", "0"), timeout=10_000)
+    qtbot.waitUntil(lambda: w.gauges.cells["e2e_final"][3].text() not in ("–", "0"), timeout=10_000)
     assert w.gauges.updates > 0
-    assert float(w.gauges.cells["e2e_subtitle"][0].text().split()[0]) > 0
+    assert float(w.gauges.cells["e2e_final"][0].text().split()[0]) > 0
+    assert float(w.gauges.cells["e2e_first_display"][0].text().split()[0]) > 0
     assert len(w.gauges.series["e2e_subtitle"]) > 0
     # the same latencies, scraped from the Prometheus exporter on loopback
     samples = scrape(port)
