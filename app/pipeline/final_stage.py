@@ -173,8 +173,9 @@ class FinalStage(Stage):
                     self._lost_audio(end)
                     continue
                 probs = self.watched(self.vad.process, chunk)
+                base = self.pos
                 for i, p in enumerate(probs):
-                    t = self.pos + i * fs
+                    t = base + i * fs
                     if p > self.cfg.vad_threshold:
                         if self.utt_start is None:
                             self.utt_start = max(0, t - int(self.cfg.lead_s * SR))
@@ -184,7 +185,7 @@ class FinalStage(Stage):
                         self._probs.append((t, float(p)))
                         if p <= self.cfg.vad_threshold and t + fs - self.last_speech >= pause:
                             stop = min(self.last_speech + int(self.cfg.tail_s * SR), t + fs)
-                            start, self.utt_start = self.utt_start, None
+                            start, self.utt_start = max(self.utt_start, self.covered_until), None
                             self._finalise(start, stop, "pause")
                 self.pos = end
                 self._cap()
@@ -254,7 +255,8 @@ class FinalStage(Stage):
             return
         self.in_flight = (start, stop, reason)
         started = self.clock.now()
-        words: list[Word] | None = None
+        words: list[Word] | None = None  # None: the second pass failed; the first pass's text stays
+        target = ""
         try:
             audio = np.array(self.ring.read(start, stop))
             with self.urgent():
@@ -267,31 +269,45 @@ class FinalStage(Stage):
         except Exception as e:  # the first pass's text stays, marked; the session goes on
             log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
         self._wait_for_first_pass(words[-1].end if words else stop / SR)
-        pieces = self.first.take(stop / SR)
-        self.covered_until = max(self.covered_until, stop)
-        if words is None:
-            self._publish_first_pass(pieces, start, stop, reason, started)
-        elif words:
-            source = join_words(words, self.lang)
+        if words:
             t = self.clock.now()
             try:
                 with self.urgent():
-                    target = (self.watched(self.mt.translate, source, beam_size=self.cfg.mt_beam).strip()
-                              if self.mt is not None else source)
+                    target = (self.watched(self.mt.translate, join_words(words, self.lang),
+                                           beam_size=self.cfg.mt_beam).strip()
+                              if self.mt is not None else join_words(words, self.lang))
                 self.time_s["mt"] += self.clock.now() - t
             except Superseded:
                 raise
             except Exception as e:
                 log.warning("second-pass translation failed: %s: %s", type(e).__name__, e)
-                self._publish_first_pass(pieces, start, stop, reason, started)
+                words = None
+        # the pieces are taken and the final published in one step under the bus's lock, so a
+        # worker replaced before this point leaves them to its successor (nothing lost or shown
+        # twice) and no first-pass piece of this span is published after the final
+        with self.bus.held():
+            if self.cancelled.is_set():
+                return
+            pieces = self.first.take(stop / SR)
+            self.covered_until = max(self.covered_until, stop)
+            # the VAD goes on after this span even if a successor worker resumes (this one may be
+            # replaced before it gets back to its frame loop)
+            fs = self.vad.frame_samples
+            self.pos = max(self.pos, stop // fs * fs)
+            if words is None:
+                out = self._publish_first_pass(pieces, start, stop, reason, started)
+            elif words:
+                out = self._publish(words, join_words(words, self.lang), target, pieces, start, stop, reason,
+                                    started, failed=False)
+            elif any(p["source"].strip() for p in pieces):
+                # the whole-sentence decode heard nothing where the first pass heard words: a decode
+                # that gives up on a span is likelier than first-pass words out of silence; keep them
+                out = self._publish_first_pass(pieces, start, stop, reason, started)
             else:
-                self._publish(words, source, target, pieces, start, stop, reason, started, failed=False)
-        elif any(p["source"].strip() for p in pieces):
-            # the whole-sentence decode heard nothing where the first pass heard words: a decode
-            # that gives up on a span is likelier than first-pass words out of silence; keep them
-            self._publish_first_pass(pieces, start, stop, reason, started)
+                out = None
+            self.in_flight = None
+        self._dub(out)
         self.busy_s += self.clock.now() - started
-        self.in_flight = None
 
     def _wait_for_first_pass(self, until: float) -> None:
         """Until the first pass has shown its translation of the sentence's last words (source
@@ -308,16 +324,17 @@ class FinalStage(Stage):
         words = self.watched(self.asr.transcribe_utterance, audio, prompt=prompt, beam_size=self.asr_beam)
         return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
 
-    def _publish_first_pass(self, pieces, start, stop, reason, started) -> None:
+    def _publish_first_pass(self, pieces, start, stop, reason, started) -> Translation | None:
         if not pieces:
-            return
+            return None
         self.failures += 1
         words = ()
         source = _join_texts([p["source"] for p in pieces], self.lang)
         target = _join_texts([p["target"] for p in pieces], "en")
-        self._publish(words, source, target, pieces, start, stop, reason, started, failed=True)
+        return self._publish(words, source, target, pieces, start, stop, reason, started, failed=True)
 
-    def _publish(self, words, source, target, pieces, start, stop, reason, started, failed) -> None:
+    def _publish(self, words, source, target, pieces, start, stop, reason, started, failed) -> Translation | None:
+        """The final on the bus (call with the bus held); the translation the dub should speak."""
         shown = [p["shown_at"] for p in pieces if p["shown_at"] is not None]
         now = self.clock.now()
         src_start = words[0].start if words else start / SR
@@ -331,14 +348,17 @@ class FinalStage(Stage):
         if not failed:
             self._prompt = (self._prompt + [source])[-self.cfg.prompt_finals:]
         self.bus.publish(fin)
-        if self.tts_out is not None and target.strip():
-            self.tts_out.put(Translation(fin.id, source, target, fin.src_start, fin.src_end, now, False,
-                                         started, started))
+        if not target.strip():
+            return None
+        return Translation(fin.id, source, target, fin.src_start, fin.src_end, now, False, started, started)
 
     def _lost_audio(self, end: int) -> None:
         oldest = self.ring.oldest
         if self.utt_start is not None:
-            self._publish_first_pass(self.first.take(oldest / SR), self.utt_start, oldest, "lost", self.clock.now())
+            with self.bus.held():
+                out = self._publish_first_pass(self.first.take(oldest / SR), self.utt_start, oldest, "lost",
+                                               self.clock.now())
+            self._dub(out)
             self.utt_start = None
         self.pos = max(self.pos, oldest)
 
@@ -350,10 +370,15 @@ class FinalStage(Stage):
             waited += 0.05
         # a piece in a span already finalised came late: that final holds its words
         done = self.covered_until / SR
-        rest = [p for p in self.first.rest() if p["source"].strip() and (p["src_start"] + p["src_end"]) / 2 >= done]
-        if rest:
-            self._publish_first_pass(rest, int(rest[0]["src_start"] * SR), int(rest[-1]["src_end"] * SR),
-                                     "flush", self.clock.now())
+        with self.bus.held():
+            rest = [p for p in self.first.rest() if p["source"].strip() and (p["src_start"] + p["src_end"]) / 2 >= done]
+            out = (self._publish_first_pass(rest, int(rest[0]["src_start"] * SR), int(rest[-1]["src_end"] * SR),
+                                            "flush", self.clock.now()) if rest else None)
+        self._dub(out)
+
+    def _dub(self, tr: Translation | None) -> None:
+        if tr is not None and self.tts_out is not None:
+            self.tts_out.put(tr)  # outside the bus lock: the dub stage publishes while this may wait
 
 
 def _join_texts(parts: list[str], lang: str) -> str:

@@ -196,3 +196,34 @@ def test_the_first_pass_thins_while_anyone_asks_and_each_undoes_only_its_own():
     assert send(Control.THIN, "policy") == 1.0
     assert send(Control.UNTHIN, "final") == 1.0  # the policy still asks
     assert send(Control.UNTHIN, "policy") == 0.5
+
+
+class StallingFinalMT(FakeMT):
+    """The second pass's translation of its second sentence hangs past the stall limit."""
+
+    def __init__(self):
+        super().__init__()
+        self.finals = 0
+
+    def translate(self, source, target_prefix="", beam_size=None):
+        if threading.current_thread().name == "final":
+            self.finals += 1
+            if self.finals == 2:
+                time.sleep(2.5)
+        return super().translate(source, target_prefix, beam_size)
+
+
+def test_a_stalled_second_pass_is_restarted_and_nothing_is_lost_or_shown_twice():
+    c = cfg()
+    c.supervision = SupervisorConfig(stall_s=1.0, poll_s=0.05)
+    pipe = StreamingPipeline(FakeASR(), StallingFinalMT(), FakeTTS(), FakeVAD(), c, final_vad=FakeVAD())
+    events = run(pipe, speech(2.0, 1.0, repeats=4))
+    finals = finals_of(events)
+    pieces = [e.seq for e in events if type(e).__name__ == "Segment"]
+    assert pipe.stage_stats()["final"]["restarts"] == 1
+    # the replaced worker's sentence was made again by its successor: one final per sentence
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 4, [(f.id, f.source, f.covers) for f in finals]
+    assert [f.id for f in finals] == list(range(4))
+    covered = [s for f in finals for s in f.covers]
+    assert sorted(covered) == sorted(pieces) and len(covered) == len(set(covered))
+    assert not pipe.failed()
