@@ -204,20 +204,25 @@ class StallingFinalMT(FakeMT):
     def __init__(self):
         super().__init__()
         self.finals = 0
+        self.woke = threading.Event()
 
     def translate(self, source, target_prefix="", beam_size=None):
         if threading.current_thread().name == "final":
             self.finals += 1
             if self.finals == 2:
                 time.sleep(2.5)
+                self.woke.set()
         return super().translate(source, target_prefix, beam_size)
 
 
 def test_a_stalled_second_pass_is_restarted_and_nothing_is_lost_or_shown_twice():
     c = cfg()
     c.supervision = SupervisorConfig(stall_s=1.0, poll_s=0.05)
-    pipe = StreamingPipeline(FakeASR(), StallingFinalMT(), FakeTTS(), FakeVAD(), c, final_vad=FakeVAD())
+    mt = StallingFinalMT()
+    pipe = StreamingPipeline(FakeASR(), mt, FakeTTS(), FakeVAD(), c, final_vad=FakeVAD())
     events = run(pipe, speech(2.0, 1.0, repeats=4))
+    assert mt.woke.wait(10)  # the abandoned worker's call returns (and the worker ends)
+    time.sleep(0.2)
     finals = finals_of(events)
     pieces = [e.seq for e in events if type(e).__name__ == "Segment"]
     assert pipe.stage_stats()["final"]["restarts"] == 1
