@@ -20,6 +20,7 @@ Notes that apply throughout:
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from numba import njit, prange
@@ -27,6 +28,12 @@ from numba import njit, prange
 from .numba_cache import seed_from_bundle
 
 seed_from_bundle()  # the frozen app's prebuilt kernels, before the first one loads
+
+# Numba's default "workqueue" threading layer (the only one the frozen app has) aborts the
+# process when two threads launch parallel kernels at once, and two passes run the front-end
+# from several stage threads (first-pass features, the second pass's VAD gate, capture
+# resampling). Every parallel kernel is called under this lock; each call takes milliseconds.
+PARALLEL = threading.Lock()
 
 # -- log-mel -------------------------------------------------------------------------------------
 # A 400-point real FFT done as a 200-point complex FFT of z[n] = x[2n] + i x[2n+1] (the standard

@@ -46,7 +46,8 @@ def frame_features(audio: np.ndarray, frame: int = 512, backend: str = "auto") -
     if b == "cpu":
         from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
-        return _cpu.frame_features(x, frame, n_frames)
+        with _cpu.PARALLEL:
+            return _cpu.frame_features(x, frame, n_frames)
     if b == "cuda":
         from . import _cuda  # imports Numba CUDA: only when the "cuda" backend runs
 

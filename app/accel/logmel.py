@@ -110,7 +110,10 @@ def make_engine(filters: np.ndarray, backend: str = "numpy") -> Engine:
     if backend == "cpu":
         from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
-        return lambda signal, starts: _cpu.log_mel_frames(signal, starts, _WINDOW, filters, lo, hi)
+        def frames(signal, starts):
+            with _cpu.PARALLEL:
+                return _cpu.log_mel_frames(signal, starts, _WINDOW, filters, lo, hi)
+        return frames
     from . import _cuda  # imports Numba CUDA: only when the "cuda" backend runs
 
     return _cuda.CudaLogMel(_WINDOW, filters, lo, hi)

@@ -50,7 +50,8 @@ def quantize_int8(x2d: np.ndarray, backend: str = "auto") -> tuple[np.ndarray, n
     if b == "cpu":
         from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
-        return _cpu.quantize_int8(x)
+        with _cpu.PARALLEL:
+            return _cpu.quantize_int8(x)
     if b == "cuda":
         from . import _cuda_quant  # imports Numba CUDA: only when the "cuda" backend runs
 
@@ -70,7 +71,8 @@ def dequantize_int8(q: np.ndarray, scale: np.ndarray, backend: str = "auto") -> 
     if b == "cpu":
         from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
-        return _cpu.dequantize_int8(q, scale)
+        with _cpu.PARALLEL:
+            return _cpu.dequantize_int8(q, scale)
     if b == "cuda":
         from . import _cuda_quant  # imports Numba CUDA: only when the "cuda" backend runs
 
@@ -104,7 +106,8 @@ def lowrank_project(x2d: np.ndarray, basis: np.ndarray, backend: str = "auto") -
     if b == "cpu":
         from . import _cpu  # imports Numba: only when the "cpu" backend runs
 
-        return _cpu.lowrank_project(x, basis)
+        with _cpu.PARALLEL:
+            return _cpu.lowrank_project(x, basis)
     if b == "cuda":
         from . import _cuda_quant  # imports Numba CUDA: only when the "cuda" backend runs
 

@@ -96,10 +96,14 @@ class StreamingResampler:
         else:
             up, down = self.up, self.down
             if self.backend == "cpu":
-                from ._cpu import resample_block  # imports Numba: only when the "cpu" backend runs
+                from ._cpu import PARALLEL, resample_block  # imports Numba: only when the "cpu" backend runs
 
                 rtaps = np.ascontiguousarray(self.taps[:, ::-1], dtype=np.float32)
-                self._kernel = lambda buf, p0, i0, n_out: resample_block(buf, rtaps, up, down, p0, i0, n_out)
+
+                def kernel(buf, p0, i0, n_out):
+                    with PARALLEL:
+                        return resample_block(buf, rtaps, up, down, p0, i0, n_out)
+                self._kernel = kernel
             else:
                 taps = self.taps
                 self._kernel = lambda buf, p0, i0, n_out: _resample_block_numpy(buf, taps, up, down, p0, i0, n_out)

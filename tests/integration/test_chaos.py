@@ -16,16 +16,24 @@ from .conftest import DATA, relay, summary_of
 pytestmark = pytest.mark.models
 
 # deterministic output: no timing-driven policy or speculation changes between the two runs
-FAST = ("--fast", "--policy", "off", "--speculative", "off", "--json")
+# these scenarios are about the supervisor restarting the streaming stages; they run the first
+# pass alone so that an injected MT fault lands on a stage, not on a second-pass translation (the
+# second pass's own stall and failure paths: tests/unit/test_final_stage.py)
+FAST = ("--fast", "--policy", "off", "--speculative", "off", "--json", "--no-final-pass")
 
 
 def events(proc, kind):
     return [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{") and f'"type": "{kind}"' in x]
 
 
+def seg_id(x: dict) -> int:
+    """A segment's number: a final's id (two passes; the dub's chunks carry it), else the piece's seq."""
+    return x["id"] if "id" in x else x["seq"]
+
+
 def output(proc):
     s = summary_of(proc)
-    return ([(x["seq"], x["source"], x["target"]) for x in s["segments"]],
+    return ([(seg_id(x), x["source"], x["target"]) for x in s["segments"]],
             [(d["seq"], d["text"]) for d in events(proc, "dub_chunk") if not d["skipped"]])
 
 
@@ -71,18 +79,23 @@ def test_stalled_translator_and_memory_pressure_in_real_time(tmp_path):
     probe reads 95 % for 6 s. The translator is replaced and re-takes the segment, the policy
     steps down for memory, every segment is translated once, and latency comes back."""
     rep = tmp_path / "r.json"
-    p = relay("run", "--input", str(DATA / "zh_demo_20s.wav"), "--json", "--report", str(rep),
+    p = relay("run", "--input", str(DATA / "zh_demo_20s.wav"), "--json", "--no-final-pass", "--report", str(rep),
               env={"RELAY_FAULTS": "mt:stall@3:60s,mem:pressure@3s:6s", "RELAY_STALL_S": "2"}, timeout=300)
     assert p.returncode == 0, p.stderr
     restarted = events(p, "stage_restarted")
     assert [(r["stage"], r["reason"]) for r in restarted] == [("mt", "stall")]
     assert restarted[0]["resumed_from"].endswith("again")
     s = summary_of(p)
-    seqs = [x["seq"] for x in s["segments"]]
+    seqs = [seg_id(x) for x in s["segments"]]
     assert seqs == list(range(len(seqs))) and len(seqs) >= 4
     assert all(x["target"] is not None for x in s["segments"])
     assert len(events(p, "translation")) == len(seqs)  # the abandoned call's answer never came out
-    assert any(t["rule"] == "memory" for t in s["degradation"]["transitions"])
+    # the memory rule is in this session's rules only where one of its steps changes something
+    # (a local int8 MT translating one segment at a time has none: the rule is pruned)
+    if any(r["name"] == "memory" for r in s["degradation"]["rules"]):
+        assert any(t["rule"] == "memory" for t in s["degradation"]["transitions"])
+    assert not any(t["effects"] and all(e.startswith("no effect") for e in t["effects"])
+                   for t in s["degradation"]["transitions"])
     r = json.loads(rep.read_text())
     recovered = restarted[0]["at"] + 3.0
     after = [v for at, kind, v in r["timeline"] if kind == "e2e_subtitle" and at > recovered]
