@@ -1,7 +1,7 @@
 """Soak: real-time replay of the long clips in a loop through one live-paced session, with the
 real models. Not part of CI.
 
-    python bench/soak.py [--minutes 30] [--clips A.wav B.wav] [--sample-s 10] [--out FILE.json]
+    python bench/soak.py [--minutes 30] [--clips A.wav B.wav] [--sample-s 10] [--out FILE.json] [--hog 1]
                          [--faults "mt:raise@40,asr:raise@300"]
 
 Every ``--sample-s`` it records the process RSS, thread count and open file descriptors. At the
@@ -77,6 +77,10 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     ap.add_argument("--keep-dub", action="store_true",
                     help="keep the dub audio in memory for an export (what --dub-out and the window do)")
+    ap.add_argument("--hog", type=int, default=0,
+                    help="competing CPU hogs: processes that spin for the whole soak (the issue's load)")
+    ap.add_argument("--edge-min", type=float, default=5.0,
+                    help="final latency p95 of the first and the last this many minutes are compared")
     ap.add_argument("--no-memory-tuning", action="store_true",
                     help="leave glibc's allocator as it is: no arena cap, no periodic trim (the baseline)")
     args = ap.parse_args()
@@ -107,6 +111,7 @@ def main() -> int:
     pipe = build_pipeline(models, opts)
     pipe.record.keep_dub_audio = args.keep_dub
     sampler = Sampler(args.sample_s, pipe.clock.now)
+    hogs = start_hogs(args.hog)
     pipe.start()
     sampler.start()
     t0 = time.monotonic()
@@ -128,6 +133,8 @@ def main() -> int:
             print(f"soak: loop {loops}, {fed_s / 60:.1f} min fed: {sampler.sample()}", file=sys.stderr, flush=True)
     last = sampler.sample()
     pipe.finish()
+    for h in hogs:
+        h.terminate()
     sampler.stop_ev.set()
     sampler.join()
     timeline = list(pipe.tracker.timeline)
@@ -154,6 +161,34 @@ def main() -> int:
     return 0
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+def start_hogs(n: int) -> list:
+    import multiprocessing as mp
+
+    hogs = [mp.get_context("spawn").Process(target=_spin, daemon=True, name=f"hog{i}") for i in range(n)]
+    for h in hogs:
+        h.start()
+    return hogs
+
+
+def edges(tl, edge_s: float) -> dict:
+    """p95 of each end-to-end kind over the first and the last ``edge_s`` of the session, and the
+    ratio last/first (the issue's drift target is final latency p95 last/first ≤ 1.2)."""
+    span = max((t for t, _, _ in tl), default=0.0)
+    out = {}
+    for kind in ("e2e_final", "e2e_subtitle", "e2e_dub"):
+        first = [v for t, k, v in tl if k == kind and t < edge_s]
+        last = [v for t, k, v in tl if k == kind and t >= span - edge_s]
+        a, b = pct(first), pct(last)
+        out[kind] = {"first": a, "last": b,
+                     "p95_ratio": round(b["p95"] / a["p95"], 3) if a["p95"] and b["p95"] else None}
+    return out
+
+
 def report(args, models, samples, baseline, last, before, after, loops, fed_s, tl, totals) -> dict:
     span = max((t for t, _, _ in tl), default=0.0)
     wins = []
@@ -161,7 +196,9 @@ def report(args, models, samples, baseline, last, before, after, loops, fed_s, t
         a, b = span * i / args.windows, span * (i + 1) / args.windows
         sub = [v for t, k, v in tl if a <= t < b + (1e-9 if i == args.windows - 1 else 0) and k == "e2e_subtitle"]
         dub = [v for t, k, v in tl if a <= t < b + (1e-9 if i == args.windows - 1 else 0) and k == "e2e_dub"]
-        wins.append({"from_min": round(a / 60, 2), "to_min": round(b / 60, 2), "subtitle": pct(sub), "dub": pct(dub)})
+        fin = [v for t, k, v in tl if a <= t < b + (1e-9 if i == args.windows - 1 else 0) and k == "e2e_final"]
+        wins.append({"from_min": round(a / 60, 2), "to_min": round(b / 60, 2), "subtitle": pct(sub),
+                     "final": pct(fin), "dub": pct(dub)})
     growth = (last["rss_mb"] - baseline["rss_mb"]) / baseline["rss_mb"] * 100
     return {
         "minutes": round(fed_s / 60, 2), "loops": loops, "clips": [str(c) for c in args.clips],
@@ -176,6 +213,8 @@ def report(args, models, samples, baseline, last, before, after, loops, fed_s, t
         "fds": {"after_first_loop": baseline["fds"], "end_of_session": last["fds"],
                 "before_session": before["fds"], "after_session": after["fds"]},
         "latency_windows": wins,
+        "hogs": args.hog,
+        "edges": edges(tl, args.edge_min * 60),
         "totals": totals,
         "samples": samples,
     }

@@ -3,6 +3,7 @@ calls timed for its stall watchdog, holds on the priority gate, and a stop flag 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -50,10 +51,14 @@ class Stage:
         self._thread: threading.Thread | None = None  # the newest worker
         self._workers: list[threading.Thread] = []  # workers join() waits for
         self._abandoned: set[threading.Thread] = set()  # leave _workers with the next spawn/detach
+        self._left_behind: list[threading.Thread] = []  # abandoned workers, until their call returns
         self._threads_lock = threading.Lock()
         self._worker = threading.local()
         self._watch_lock = threading.Lock()
         self._call_since: float | None = None  # monotonic start of the model call in progress
+        # how long this stage's recent model calls took: a machine that is merely slow (a CPU hog,
+        # a long sentence) makes every call slower, and the stall limit grows with them
+        self._call_s: collections.deque[float] = collections.deque(maxlen=32)
         self._holds: set = set()  # open priority-gate holds (the gate's context objects)
 
     # -- the worker thread -------------------------------------------------------------------
@@ -142,6 +147,8 @@ class Stage:
             with self._watch_lock:
                 superseded = gen != self.generation
                 if not superseded:
+                    if self._call_since is not None:
+                        self._call_s.append(time.monotonic() - self._call_since)
                     self._call_since = None
         if superseded:
             raise Superseded(self.name)
@@ -180,6 +187,19 @@ class Stage:
         hold.__exit__(None, None, None)
 
     # -- supervision hooks -------------------------------------------------------------------
+    def stall_limit(self, base: float, factor: float) -> float:
+        """How long a model call may run before it counts as a stall: ``base``, or ``factor``
+        times the slowest of the stage's recent calls when that is longer (an overloaded machine
+        is slow, not stuck: restarting there only adds a second decode beside the first), and
+        twice that for each abandoned worker of this stage still inside its call (it competes
+        for the same cores)."""
+        with self._watch_lock:
+            slowest = max(self._call_s, default=0.0)
+        with self._threads_lock:
+            self._left_behind = [t for t in self._left_behind if t.is_alive()]
+            stuck = len(self._left_behind)
+        return max(base, factor * slowest) * (2 ** stuck)
+
     def stalled(self, now: float, limit: float) -> bool:
         with self._watch_lock:
             return self._call_since is not None and now - self._call_since >= limit
@@ -194,6 +214,7 @@ class Stage:
             # worker abandons itself and stays listed until it has published its restart
             if self._thread is not None and self._thread is not threading.current_thread():
                 self._abandoned.add(self._thread)
+                self._left_behind.append(self._thread)
         for h in holds:
             self._release(h)
 

@@ -46,7 +46,8 @@ class StageRestarted:
 
 @dataclass
 class SupervisorConfig:
-    stall_s: float = 20.0  # a single model call running longer than this is a stall
+    stall_s: float = 20.0  # a single model call running longer than this is a stall ...
+    stall_factor: float = 5.0  # ... and longer than this many times the stage's slowest recent call
     max_restarts: int = 3  # at most this many restarts (all stages) ...
     window_s: float = 60.0  # ... in any window this long; one more fails the session
     poll_s: float = 0.2  # how often the watchdog looks
@@ -112,9 +113,11 @@ class Supervisor:
     def check_stalls(self) -> None:
         now = self._now()
         for stage in self.stages:
-            if not stage.stalled(now, self.cfg.stall_s):
+            limit = stage.stall_limit(self.cfg.stall_s, self.cfg.stall_factor) if hasattr(stage, "stall_limit") \
+                else self.cfg.stall_s
+            if not stage.stalled(now, limit):
                 continue
-            err = StageStalled(f"no progress for {self.cfg.stall_s:g} s inside a model call")
+            err = StageStalled(f"no progress for {limit:.0f} s inside a model call")
             n = self._allow()
             stage.abandon_worker()  # whatever happens next, that worker no longer owns the stage
             if n is None:

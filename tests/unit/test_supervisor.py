@@ -175,3 +175,43 @@ def test_wall_clock_steps_do_not_touch_latency(monkeypatch):
         assert lat[name]["n"] > 0
         assert 0 <= lat[name]["p99"] < 3000, (name, lat[name])
     assert offset[0] != 0.0
+
+
+class _Worker:
+    """A stage whose worker makes model calls of given lengths, one after another."""
+
+    def __init__(self, calls, name):
+        from app.pipeline.engine import EventBus
+        from app.pipeline.queues import FakeClock
+        from app.pipeline.stage import Stage
+
+        calls = list(calls)
+
+        class S(Stage):
+            def loop(self):
+                while calls:
+                    self.watched(time.sleep, calls.pop(0))
+
+        self.stage = S(name, EventBus(), FakeClock())
+
+
+def test_a_slow_machine_is_not_a_stall_but_a_stuck_call_still_is():
+    """Calls that took 0.2 s make a 0.5 s call normal (limit: 5 x 0.2 s), where a stage whose
+    calls took milliseconds is stalled at the base limit (0.3 s). The soak under a CPU hog
+    restarted stages whose slow decodes were progressing, and each restart added a second decode
+    beside the first until the budget was spent and the session failed."""
+    from app.pipeline.supervisor import Supervisor
+
+    slow = _Worker([0.2, 0.2, 0.5], "final").stage
+    quick = _Worker([0.01, 0.01, 0.5], "asr").stage
+    sup = Supervisor([slow, quick], slow.bus, slow.clock, SupervisorConfig(stall_s=0.3, stall_factor=5, poll_s=0.02))
+    for s in (slow, quick):
+        s.start()
+    sup.start()
+    for s in (slow, quick):
+        s.join(5)
+    sup.stop()
+    assert [r.stage for r in sup.restarts] == ["asr"] and sup.restarts[0].error.startswith("StageStalled")
+    assert quick.restarts == 1 and slow.restarts == 0
+    assert slow.stall_limit(0.3, 5) == pytest.approx(2.5, abs=0.3)  # the 0.5 s call counts now
+    assert quick.stall_limit(0.3, 5) == pytest.approx(0.3)  # its stalled call never completed as its own

@@ -1,0 +1,179 @@
+"""Run the robustness set (bench/robust/build.py) through relay and score it against the same
+model's offline decode of the same file.
+
+    python bench/robust/run.py [--set bench/robust/out] [--realtime] [--only VARIANT ...]
+                               [--pair en-en] [--asr-model PACK] [--no-offline] [--out FILE.json]
+
+Per variant: WER of the final text (and of the first pass), WER of faster-whisper's offline decode
+(same pack, whole file, beam 5, VAD) and the difference, the summary's ``coverage`` and
+``lost_speech_s``, and clauses lost or said twice, found by aligning the committed text to the
+reference sentence by sentence (``sentence_checks``). Exit status 1 when a target is missed:
+WER within 3 points of offline, coverage ≥ 95 %, no sentence lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from textmetrics import edit_distance, en_tokens  # noqa: E402
+
+WER_MARGIN = 3.0
+COVERAGE_MIN = 0.95
+
+
+def wer(ref: str, hyp: str) -> float:
+    r = en_tokens(ref)
+    return 100.0 * edit_distance(r, en_tokens(hyp)) / max(1, len(r))
+
+
+def align(ref: list[str], hyp: list[str]) -> list[int | None]:
+    """For each reference token, the index of the hypothesis token it is aligned to (a match or a
+    substitution), or None (deleted): Levenshtein alignment with backtrace."""
+    n, m = len(ref), len(hyp)
+    d = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n + 1):
+        d[i][0] = i
+    for j in range(m + 1):
+        d[0][j] = j
+    for i in range(1, n + 1):
+        ri, row, prev = ref[i - 1], d[i], d[i - 1]
+        for j in range(1, m + 1):
+            row[j] = min(prev[j] + 1, row[j - 1] + 1, prev[j - 1] + (ri != hyp[j - 1]))
+    out: list[int | None] = [None] * n
+    i, j = n, m
+    while i > 0 and j > 0:
+        if d[i][j] == d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
+            out[i - 1] = j - 1 if ref[i - 1] == hyp[j - 1] else None
+            i, j = i - 1, j - 1
+        elif d[i][j] == d[i - 1][j] + 1:
+            i -= 1
+        else:
+            j -= 1
+    return out
+
+
+def ngrams(tokens: list[str], n: int = 3) -> list[tuple[str, ...]]:
+    return [tuple(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def sentence_checks(sentences: list[str], hyp: str) -> dict:
+    """Lost: a reference sentence less than half of whose words the aligned output matches.
+    Duplicated: a reference sentence whose 3-word runs the output holds, on the median, more times
+    than the reference does (a clause committed twice, an echo after a window trim)."""
+    hyp_t = en_tokens(hyp)
+    refs = [en_tokens(s) for s in sentences]
+    flat = [t for r in refs for t in r]
+    a = align(flat, hyp_t)
+    lost, dup = [], []
+    hyp_counts: dict = {}
+    for g in ngrams(hyp_t):
+        hyp_counts[g] = hyp_counts.get(g, 0) + 1
+    ref_counts: dict = {}
+    for g in ngrams(flat):
+        ref_counts[g] = ref_counts.get(g, 0) + 1
+    k = 0
+    for i, r in enumerate(refs):
+        matched = sum(1 for x in a[k:k + len(r)] if x is not None)
+        k += len(r)
+        if len(r) and matched < 0.5 * len(r):
+            lost.append(i)
+        grams = ngrams(r)
+        if grams and statistics.median(hyp_counts.get(g, 0) - ref_counts.get(g, 0) for g in grams) >= 1:
+            dup.append(i)
+    return {"sentences": len(refs), "lost": lost, "duplicated": dup}
+
+
+def run_relay(wav: Path, pair: str, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", "--no-tts", *extra]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
+    if r.returncode != 0:
+        raise RuntimeError(f"relay run failed on {wav.name}: {r.stderr.strip().splitlines()[-1:]}")
+    summary = None
+    for line in r.stdout.splitlines():
+        if line.startswith("{") and '"latency_ms"' in line:
+            summary = json.loads(line)
+    if summary is None:
+        raise RuntimeError(f"no summary from relay on {wav.name}")
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", type=Path, default=ROOT / "bench" / "robust" / "out")
+    ap.add_argument("--pair", default="en-en")
+    ap.add_argument("--asr-model", default=None)
+    ap.add_argument("--realtime", action="store_true", help="feed at real-time pace (default: --fast)")
+    ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--no-offline", action="store_true")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args()
+    man_path = args.set / "manifest.json"
+    if not man_path.is_file():
+        print(f"robust: no set at {args.set}: run bench/robust/build.py first", file=sys.stderr)
+        return 2
+    man = json.loads(man_path.read_text())
+    sentences = [s["text"] for s in man["sentences"]]
+    ref = " ".join(sentences)
+    extra = ["--realtime" if args.realtime else "--fast"]
+    if args.asr_model:
+        extra += ["--asr-model", args.asr_model]
+    pack = None
+    if not args.no_offline:
+        from quality import asr_pack, offline_transcript
+
+        pack = asr_pack(args.pair, extra)
+    rows = []
+    for name, v in man["variants"].items():
+        if args.only and name not in args.only:
+            continue
+        wav = args.set / v["file"]
+        t = time.monotonic()
+        s = run_relay(wav, args.pair, extra)
+        hyp = " ".join(seg["source"] for seg in s["segments"])
+        first = " ".join(p.get("source", "") for p in s.get("first_pass") or [])
+        row = {"variant": name, "wer": round(wer(ref, hyp), 2), "first_pass_wer": round(wer(ref, first), 2) if first else None,
+               "words_out": len(en_tokens(hyp)), "words_ref": len(en_tokens(ref)),
+               "coverage": s.get("coverage"), "lost_speech_s": s.get("lost_speech_s"),
+               **{f"sent_{k}": val for k, val in sentence_checks(sentences, hyp).items()},
+               "wall_s": round(time.monotonic() - t, 1), "rtf": s.get("rtf")}
+        if pack is not None:
+            off = offline_transcript(wav, pack, "en")
+            row["offline_wer"] = round(wer(ref, off), 2)
+            row["wer_vs_offline"] = round(row["wer"] - row["offline_wer"], 2)
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    misses = []
+    for r in rows:
+        if r.get("wer_vs_offline") is not None and r["wer_vs_offline"] > WER_MARGIN:
+            misses.append(f"{r['variant']}: WER {r['wer']} vs offline {r['offline_wer']}")
+        if r["coverage"] is None or r["coverage"] < COVERAGE_MIN:
+            misses.append(f"{r['variant']}: coverage {r['coverage']}")
+        if r["sent_lost"] or r["sent_duplicated"]:
+            misses.append(f"{r['variant']}: sentences lost {r['sent_lost']}, duplicated {r['sent_duplicated']}")
+    hdr = f"{'variant':14s} {'WER':>6s} {'1st':>6s} {'offline':>7s} {'Δ':>6s} {'cover':>6s} {'lost s':>6s} {'lost':>5s} {'dup':>4s}"
+    print(hdr)
+    for r in rows:
+        print(f"{r['variant']:14s} {r['wer']:6.1f} {r['first_pass_wer'] if r['first_pass_wer'] is not None else float('nan'):6.1f} "
+              f"{r.get('offline_wer', float('nan')):7.1f} {r.get('wer_vs_offline', float('nan')):6.1f} "
+              f"{r['coverage'] if r['coverage'] is not None else float('nan'):6.3f} "
+              f"{r['lost_speech_s'] if r['lost_speech_s'] is not None else float('nan'):6.1f} "
+              f"{len(r['sent_lost']):5d} {len(r['sent_duplicated']):4d}")
+    if args.out:
+        args.out.write_text(json.dumps({"realtime": args.realtime, "pair": args.pair, "rows": rows, "misses": misses}, indent=1))
+    for m in misses:
+        print("MISS", m)
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
