@@ -57,6 +57,8 @@ def zh_references() -> tuple[str, str]:
 def run_relay(wav: Path, pair: str, extra: list[str], tree: Path = ROOT) -> dict:
     """One `relay run --json` of the code in ``tree``; its summary object."""
     cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *extra]
+    if (tree / "app" / "core" / "profanity.py").is_file():  # scored against references: the words as said
+        cmd += ["--profanity", "raw"]
     t = time.monotonic()
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=tree)
     if p.returncode != 0:

@@ -154,7 +154,8 @@ def run_relay(wav: Path, pair: str, flags: list[str]) -> dict:
     more than 3× the audio plus 3 minutes is stopped (a hung session must not stall the bench)."""
     import soundfile
 
-    cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *flags]
+    cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", *flags,
+           "--profanity", "raw"]  # scored against references: the words as said
     t = time.monotonic()
     limit = 3 * soundfile.info(str(wav)).duration + 180
     p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=limit)

@@ -6,6 +6,8 @@ import argparse
 
 from app import __version__
 from app.core.errors import UserError
+from app.core.profanity import DEFAULT_MODE as PROFANITY_DEFAULT
+from app.core.profanity import MODES as PROFANITY_MODES
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -37,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-tts", action="store_true", help="skip speech synthesis")
     r.add_argument("--no-final-pass", action="store_true",
                    help="show, export and dub the first pass's pieces; no second pass over whole sentences")
+    r.add_argument("--profanity", choices=PROFANITY_MODES, default=PROFANITY_DEFAULT,
+                   help="what subtitles, exports and the dub make of profanity: masked (f***, the default), "
+                        "removed, or raw (as recognised and translated)")
     r.add_argument("--dub-out", metavar="WAV", help="write the dub on the source timeline")
     r.add_argument("--srt", metavar="FILE", help="write subtitles as SRT")
     r.add_argument("--vtt", metavar="FILE", help="write subtitles as WebVTT")

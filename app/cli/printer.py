@@ -98,6 +98,11 @@ def print_summary(s: dict) -> None:
         print(f"  speculation ({sp['mode']}): {sp['drafts']} drafts, {sp['accepted_tokens']} tokens accepted, "
               f"{sp['rejected_tokens']} rejected, {sp['full_accepts']} decodes skipped, {sp['fallbacks']} fallbacks",
               file=sys.stderr)
+    if s.get("coverage") is not None:
+        print(f"  coverage {s['coverage']:.1%} of {s['voiced_s']:.0f} s of voiced audio; "
+              f"{s['lost_speech_s']:.1f} s gave no words", file=sys.stderr)
+    for w in s.get("warnings") or ():
+        print(f"relay: warning: {w}", file=sys.stderr)
     dg = s.get("degradation") or {}
     if dg.get("policy") == "on":
         levels = ", ".join(f"level {k} {v:.1f} s" for k, v in dg["seconds_at_level"].items())

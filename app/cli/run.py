@@ -14,7 +14,7 @@ from app.cloud.client import CloudClient
 from app.cloud.link import validate_url
 from app.core.errors import UserError
 from app.obs.run import RunObservability
-from app.session.build import build_pipeline
+from app.session.build import build_pipeline, profanity_notes
 from app.session.models import check_models, load_models
 from app.session.options import DEMO_CLIP, SessionOptions
 from app.session.outputs import Outputs
@@ -28,7 +28,7 @@ def options_from_args(args) -> SessionOptions:
                           confident_commit=args.confident_commit, confident_lookahead=args.confident_lookahead,
                           asr_model=args.asr_model, preview=args.preview, eager=args.eager, threads=args.threads,
                           accel=args.accel, speculative=args.speculative, policy=args.policy,
-                          final_pass=not args.no_final_pass)
+                          final_pass=not args.no_final_pass, profanity=args.profanity)
 
 
 def _check_combinations(args) -> None:
@@ -80,6 +80,8 @@ def cmd_run(args) -> int:
             print(f"relay: note: {note}", file=sys.stderr)
         outputs.check(has_tts=plan.tts_pack is not None)
         models = load_models(opts, status, plan=plan)  # with --cloud: warm, so a fallback is instant
+        for note in profanity_notes(opts, models):
+            print(f"relay: note: {note}", file=sys.stderr)
     else:
         outputs.check(has_tts=not opts.no_tts)
     if args.cloud:

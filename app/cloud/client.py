@@ -56,6 +56,7 @@ from app.pipeline.latency import ArrivalClock, LatencyTracker, percentiles
 from app.pipeline.messages import Metric
 from app.pipeline.queues import MonotonicClock
 from app.pipeline.ringbuffer import AudioRing
+from app.session.build import shown_text, text_languages
 
 log = logging.getLogger("relay.cloud.client")
 FAST_AHEAD_S = 20.0  # fast mode: at most this much unanswered audio in flight
@@ -83,6 +84,11 @@ class CloudClient(CloudDelivery, Failover):
         self.on_status, self.on_link, self.compress = on_status, on_link, compress
         self.clock = clock or MonotonicClock()
         self.bus = EventBus()
+        # the profanity setting: the server applies it (feature "profanity"); from a server that
+        # predates it the client filters the text itself (``bus.transform``) and mutes dub
+        # audio whose text it had to change. A local pipeline filters its own events.
+        self._shown = shown_text(getattr(opts, "profanity", "raw"), *text_languages(models, opts.pair))
+        self._client_shown = None  # the filter the client applies itself (the server did not)
         self.arrival = ArrivalClock()
         self.tracker = LatencyTracker(self.arrival)
         # summary segments are the finals when the session makes them (app.pipeline.engine);
@@ -279,14 +285,20 @@ class CloudClient(CloudDelivery, Failover):
         await ws.send(P.encode_json({"type": "hello", "v": P.VERSION, "pair": o.pair,
                                      "codec": "pcm16-zlib" if self.compress else "pcm16",
                                      "start_sample": start, "options": options,
-                                     "features": ["final"] if self._wants_finals else []}))
+                                     "profanity": getattr(o, "profanity", "raw"),
+                                     "features": (["final"] if self._wants_finals else []) + ["profanity"]}))
         first = json.loads(await asyncio.wait_for(ws.recv(), timeout))
         if first.get("type") != "welcome":
             ws.transport.abort()
             raise UserError(f"the server refused the session: {first.get('message', first.get('type'))}")
-        finals = self._wants_finals and "final" in P.granted_features(first)
+        granted = P.granted_features(first)
+        finals = self._wants_finals and "final" in granted
         if self._wants_finals and not finals:
             log.warning("the server does not make final sentences (it predates them): first pass only")
+        self._client_shown = None if "profanity" in granted else self._shown
+        if self._client_shown is not None:
+            log.warning("the server predates the profanity setting: the client filters what it shows")
+        self.bus.transform = self._client_shown
         self._begin_cloud(ws, start, finals)
 
     def _begin_cloud(self, ws, start: int, finals: bool = False) -> None:

@@ -48,6 +48,9 @@ class CloudDelivery:
                 return
             now = self.clock.now()
             if kind == "dub":
+                shown = self._client_shown
+                if shown is not None and shown.target_text(d["text"]) != d["text"]:
+                    audio = audio * 0.0  # a server that predates the profanity setting said it: silence
                 start_at = max(now, self._dub_end)
                 self._dub_end = start_at + len(audio) / d["sample_rate"]
                 # the dub speaks finals (its seq: the final's id), else the pieces

@@ -5,7 +5,8 @@ One WebSocket per session, subprotocol ``relay.v1``, access token in the upgrade
 frames carry audio (client → server) and dub audio (server → client). Everything here is pure:
 encode and decode, with every limit checked, so the server and the client agree by construction
 and the fuzz tests can drive the decoders directly. Optional features (``FEATURES``: the second
-pass's ``final`` events) are negotiated in the hello and welcome within version 1.
+pass's ``final`` events, the ``profanity`` setting) are negotiated in the hello and welcome within
+version 1.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.audio import SR
+from app.core.profanity import DEFAULT_MODE as PROFANITY_DEFAULT
+from app.core.profanity import MODES as PROFANITY_MODES
 from app.pipeline.messages import CommittedWords, FinalSentence, Metric, Segment, TentativeText, Translation
 from app.pipeline.protocols import Word
 
@@ -52,7 +55,10 @@ CLIENT_TYPES = ("hello", "hb", "end")
 # ignores the hello field and does not echo it, so the client knows it will not come.
 #   "final": run the second pass and send its ``final`` events; the dub is then made from finals
 #            (a dub frame's ``seq`` is a final's ``id``), without it from the pieces (``seq``).
-FEATURES = ("final",)
+#   "profanity": apply the hello's ``profanity`` setting (masked | removed | raw, default masked)
+#            to every event's text and to the dub; without it the text goes out as recognised and
+#            translated (raw), and a client that asked filters what it shows itself.
+FEATURES = ("final", "profanity")
 MAX_FEATURES = 16
 EVENT_KINDS = ("partial", "committed", "segment", "translation", "preview", "metric", "final")
 
@@ -152,6 +158,13 @@ class Hello:
     start_sample: int
     options: dict
     features: tuple[str, ...] = ()  # the known features the client asked for (unknown ones are ignored)
+    profanity: str = PROFANITY_DEFAULT  # applied with the feature "profanity" (else raw)
+
+    @property
+    def profanity_applied(self) -> str:
+        """What the server does with profanity for this client: its setting when it asked for
+        the feature, else the text as recognised (a client that predates the setting)."""
+        return self.profanity if "profanity" in self.features else "raw"
 
 
 _NUM = (int, float, type(None))
@@ -196,7 +209,13 @@ def parse_hello(obj: dict) -> Hello:
     if (not isinstance(feats, list) or len(feats) > MAX_FEATURES
             or not all(isinstance(f, str) and len(f) <= 32 for f in feats)):
         raise ProtocolError("malformed", f"'features' must be a list of at most {MAX_FEATURES} short strings")
-    return Hello(pair, codec, start, clean, tuple(f for f in FEATURES if f in feats))
+    profanity = obj.get("profanity", PROFANITY_DEFAULT)
+    if not isinstance(profanity, str):
+        raise ProtocolError("malformed", "'profanity' must be a string")
+    if profanity not in PROFANITY_MODES:
+        raise ProtocolError("bad_options", f"'profanity' must be one of {', '.join(PROFANITY_MODES)}, "
+                                           f"not {profanity[:20]!r}")
+    return Hello(pair, codec, start, clean, tuple(f for f in FEATURES if f in feats), profanity)
 
 
 def granted_features(welcome: dict) -> tuple[str, ...]:

@@ -142,8 +142,11 @@ class Server:
             check_hello_options(hello.options, self.limits)
             # the second pass runs only for a client that asked for its finals (feature "final"):
             # a client that predates it gets the first pass, and the dub made from its pieces
+            # the profanity setting applies for a client that asked for it (feature "profanity");
+            # one that predates it gets the text as recognised, as before
             opts = SessionOptions(**{"realtime": True, **hello.options, "pair": hello.pair,
-                                     "final_pass": "final" in hello.features})
+                                     "final_pass": "final" in hello.features,
+                                     "profanity": hello.profanity_applied})
             opts.validate()
         except P.ProtocolError as e:
             raise Fatal(e.code, str(e)) from None

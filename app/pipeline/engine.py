@@ -12,6 +12,7 @@ import numpy as np
 
 from app.core.audio import SR
 from app.pipeline.asr_stage import ASRStage
+from app.pipeline.coverage import VoicedLog, coverage
 from app.pipeline.final_stage import FinalConfig, FinalStage, FirstPassLog
 from app.pipeline.latency import ArrivalClock, LatencyTracker
 from app.pipeline.messages import (
@@ -28,6 +29,7 @@ from app.pipeline.recognizer import ASRConfig
 from app.pipeline.record import SessionRecord, erased_chars, final_dict  # noqa: F401 (re-exported)
 from app.pipeline.ringbuffer import AudioRing
 from app.pipeline.segmenter import Segmenter, SegmenterConfig
+from app.pipeline.shown import ShownText
 from app.pipeline.supervisor import Supervisor, SupervisorConfig
 from app.pipeline.tts_stage import TTSConfig, TTSStage, clauses
 
@@ -40,9 +42,12 @@ class PipelineError(RuntimeError):
 
 
 class EventBus:
-    """Observers see every event, one at a time, in publish order (calls are serialised)."""
+    """Observers see every event, one at a time, in publish order (calls are serialised).
+    ``transform``: what observers see of each event (app/pipeline/shown.py: the session's text
+    filters); it may be set later (None: the events as published)."""
 
-    def __init__(self):
+    def __init__(self, transform: Callable | None = None):
+        self.transform = transform
         self._observers: list[Callable] = []
         self._lock = threading.RLock()
         self.failures: list[tuple[str, BaseException]] = []
@@ -57,6 +62,12 @@ class EventBus:
             self._observers.append(fn)
 
     def publish(self, event) -> None:
+        transform = self.transform
+        if transform is not None:
+            try:
+                event = transform(event)
+            except Exception as e:  # a filter must never take a stage down either
+                log.error("event transform failed on %s: %s: %s", type(event).__name__, type(e).__name__, e)
         with self._lock:
             for fn in list(self._observers):
                 try:
@@ -85,6 +96,8 @@ class PipelineConfig:
     tts_queue: int = 16
     priority_gate: bool = True  # recognition yields to MT and the first TTS clause
     supervision: SupervisorConfig = field(default_factory=SupervisorConfig)
+    # the session's text filters (the profanity setting): what every observer sees and the dub says
+    shown: ShownText | None = None
 
 
 class LocalEngine:
@@ -97,10 +110,12 @@ class LocalEngine:
     def __init__(self, cfg: PipelineConfig | None, clock, finals: bool = False):
         self.cfg = cfg or PipelineConfig()
         self.clock = clock or MonotonicClock()
-        self.bus = EventBus()
+        self.shown = self.cfg.shown or ShownText()
+        self.bus = EventBus(self.shown if self.shown else None)
         self.arrival = ArrivalClock()
         self.tracker = LatencyTracker(self.arrival)
         self.record = SessionRecord(finals)
+        self.voiced = VoicedLog()  # what the VAD took for speech, for coverage
         self.bus.subscribe(self.tracker)
         self.bus.subscribe(self.record)
         self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
@@ -108,6 +123,10 @@ class LocalEngine:
         self.first_audio_at: float | None = None
 
     threads: list[threading.Thread]
+
+    def coverage(self) -> dict:
+        """How much of the voiced audio produced words that stayed (app.pipeline.coverage)."""
+        return coverage(self.voiced.spans(), self.record.word_spans())
 
     def start(self) -> None:
         self.started_at = self.clock.now()
@@ -183,6 +202,7 @@ class StreamingPipeline(LocalEngine):
         self.gate = PriorityGate() if self.cfg.priority_gate else None
         self.asr_stage = ASRStage(self.ring, asr, vad, self.segmenter, self.seg_q, self.preview,
                                   self.cfg.asr, self.bus, self.clock, self.gate, accel)
+        self.asr_stage.recognizer.voiced = self.voiced
         # two passes: the dub speaks the finals; else the first pass's pieces
         self.mt_stage = MTStage(mt, self.seg_q, self.preview, None if two_pass else self.tts_q,
                                 self.asr_stage.control, self.cfg.mt, self.bus, self.clock, self.gate)
@@ -197,7 +217,7 @@ class StreamingPipeline(LocalEngine):
             self.asr_stage.superseded = self.mt_stage.superseded = self.first_pass.superseded
         self.tts_stage = (
             TTSStage(tts, self.tts_q, (self.final_stage or self.mt_stage).control, self.cfg.tts, self.bus,
-                     self.clock, self.arrival.played_at, self.gate)
+                     self.clock, self.arrival.played_at, self.gate, text_filter=self.shown.target)
             if tts is not None else None
         )
         self.stages = [s for s in (self.asr_stage, self.mt_stage, self.final_stage, self.tts_stage)
@@ -305,6 +325,7 @@ class SerialCascade(LocalEngine):
             end = (self.ring.written // fs) * fs
             if end > pos:
                 probs = self.vad.process(np.ascontiguousarray(self.ring.read(pos, end)))
+                self.voiced.add(pos, probs > self.cfg.asr.vad_threshold, fs)
                 for i, p in enumerate(probs):
                     t = pos + i * fs
                     if p > self.cfg.asr.vad_threshold:
@@ -352,10 +373,11 @@ class SerialCascade(LocalEngine):
         # the whole utterance is this cascade's final: shown once, never revised
         self.bus.publish(FinalSentence(seg.seq, seg.words, seg.text, target, seg.src_start, seg.src_end, done,
                                        done, (seg.seq,), seg.text, target, "pause", False, started))
-        if self.tts is None or not target.strip():
+        spoken = self.shown.target_text(target)  # the dub says what the screen shows
+        if self.tts is None or not spoken.strip():
             return
         audio_parts = []
-        for clause in clauses(target):
+        for clause in clauses(spoken):
             audio_parts += list(self.tts.synthesize(clause))
         ready = self.clock.now()
         full = np.concatenate(audio_parts) if audio_parts else np.zeros(0, np.float32)

@@ -98,6 +98,7 @@ class Recognizer:
         self._had_speech_since_commit = False
         self._utterance_ends: tuple[float, ...] = ()  # end times of utterances' last committed words
         self.checkpoint: dict | None = None
+        self.voiced = None  # a VoicedLog (app.pipeline.coverage): every frame the gate took for speech
 
     # -- the API ------------------------------------------------------------------------------
     def insert_audio(self, samples: np.ndarray) -> None:
@@ -177,6 +178,8 @@ class Recognizer:
         # the VAD model says about them
         rms_db, _ = frame_features(audio, fs, backend=self.accel)
         speech = (probs > self.cfg.vad_threshold) & (rms_db[: len(probs)] > self.cfg.silence_db)
+        if self.voiced is not None:
+            self.voiced.add(self._vad_pos, speech, fs)
         idx = np.nonzero(speech)[0]
         if len(idx):
             if not self._had_speech_since_commit:

@@ -33,12 +33,18 @@ class SessionRecord:
         # 0.3 GB per hour of speech, so a run that will not export it turns this off
         self.keep_dub_audio = True
         self.committed_words = 0
+        # (start, end) of every word that stayed, for coverage (app.pipeline.coverage): the first
+        # pass's committed words, and the finals' words (a final that kept the first pass's text:
+        # its span)
+        self.first_spans: list[tuple[float, float]] = []
+        self.final_spans: list[tuple[float, float]] = []
         self._lock = threading.Lock()
 
     def __call__(self, ev) -> None:
         with self._lock:
             if isinstance(ev, CommittedWords):
                 self.committed_words += len(ev.words)
+                self.first_spans += [(w.start, w.end) for w in ev.words if w.text.strip()]
             elif isinstance(ev, Segment):
                 d = {"seq": ev.seq, "src_start": round(ev.src_start, 3), "src_end": round(ev.src_end, 3),
                      "source": ev.text, "target": None, "emitted_at": None, "reason": ev.reason,
@@ -47,6 +53,10 @@ class SessionRecord:
                 self.pieces.append(d)
             elif isinstance(ev, FinalSentence):
                 self.finals.append(final_dict(ev))
+                if ev.words:
+                    self.final_spans += [(w.start, w.end) for w in ev.words if w.text.strip()]
+                elif ev.failed and ev.source.strip():
+                    self.final_spans.append((ev.src_start, ev.src_end))
                 self.final_chars += len(ev.target)
                 self.revised_chars += erased_chars(ev.first_target, ev.target)
             elif isinstance(ev, Translation) and not ev.preview:
@@ -60,6 +70,11 @@ class SessionRecord:
     @property
     def segments(self) -> list[dict]:
         return self.finals if self.final_mode else self.pieces
+
+    def word_spans(self) -> list[tuple[float, float]]:
+        """The spans of the words that stay: the finals' when the session makes them."""
+        with self._lock:
+            return list(self.final_spans if self.final_mode else self.first_spans)
 
     def erasure(self) -> float | None:
         """Target characters removed from the screen by revisions per character of final text."""

@@ -4,6 +4,7 @@ dub timeline that speeds up, and past a limit skips, when it lags the speaker.""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,9 +89,11 @@ class TTSStage(Stage):
     timeline; when the dub lags the speaker, it speeds up and, past a limit, skips."""
 
     def __init__(self, tts: TTSBackend, tr_in: BoundedQueue, upstream: ControlChannel, cfg: TTSConfig,
-                 bus, clock, played_at, gate: PriorityGate | None = None):
+                 bus, clock, played_at, gate: PriorityGate | None = None,
+                 text_filter: Callable[[str], str] | None = None):
         super().__init__("tts", bus, clock, gate)
         self.tts, self.tr_in, self.upstream, self.cfg = tts, tr_in, upstream, cfg
+        self.text_filter = text_filter  # the session's target-text filter: the dub says what the screen shows
         self.played_at = played_at
         self.dub_end = 0.0  # wall time at which the dub timeline is free
         self.skipped = 0
@@ -126,19 +129,20 @@ class TTSStage(Stage):
         return f"clause {clause + 1} of segment {tr.seq}"
 
     def _speak(self, tr: Translation, from_clause: int = 0, first: bool = True) -> None:
+        text = self.text_filter(tr.target) if self.text_filter is not None and tr.target else tr.target
         now = self.clock.now()
         heard = self.played_at(tr.src_end)
         lag = max(now, self.dub_end) - heard
         if from_clause == 0 and lag > self.cfg.skip_after_s:
             self.skipped += 1
-            self.bus.publish(DubChunk(tr.seq, np.zeros(0, np.float32), self.tts.sample_rate, tr.target,
+            self.bus.publish(DubChunk(tr.seq, np.zeros(0, np.float32), self.tts.sample_rate, text,
                                       now, now, True, tr.src_end, 1.0, True))
             self.metric("dub_skipped", self.skipped)
             return
         speed = 1.0
         if lag > self.cfg.catch_up_after_s:
             speed = min(self.cfg.max_speed, 1.0 + (lag - self.cfg.catch_up_after_s) / 4.0)
-        for i, clause in enumerate(clauses(tr.target)):
+        for i, clause in enumerate(clauses(text)):
             if i < from_clause:
                 continue  # spoken before the restart
             if self.cancelled.is_set():

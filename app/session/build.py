@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+from app.core import profanity
 from app.core.text import unspaced
 from app.models import store
 from app.models.loader import load_asr
@@ -17,6 +18,7 @@ from app.pipeline.policy import (PipelineActuator, PolicyConfig, PolicyEngine, P
 from app.pipeline.segmenter import SegmenterConfig
 from app.pipeline.mt_stage import MTConfig
 from app.pipeline.recognizer import ASRConfig
+from app.pipeline.shown import ShownText
 from app.pipeline.speculation import SpeculationConfig, SpeculationController
 from app.session.models import LoadedModels
 from app.session.options import SessionOptions
@@ -29,6 +31,32 @@ def segmenter_config(lang: str, eager: int | None) -> SegmenterConfig:
     if unspaced(lang):
         return SegmenterConfig(lang=lang, eager_units=eager)
     return SegmenterConfig(lang="en", min_clause_units=4, max_units=20, eager_units=eager)
+
+
+def text_languages(models: LoadedModels | None, pair: str) -> tuple[str, str]:
+    """The languages of the text a session shows: (its source line, its translation). The
+    source line is what the recogniser writes: English for xx-en (Whisper translates)."""
+    src, _, tgt = pair.partition("-")
+    source = "en" if src == "xx" else src
+    if models is None:  # a cloud session without local models: the pair says it
+        return source, tgt
+    return getattr(models, "out_lang", source), getattr(getattr(models, "plan", None), "tgt", tgt)
+
+
+def shown_text(mode: str, source_lang: str, target_lang: str) -> ShownText | None:
+    """The profanity setting as the pipeline's text filters (None: nothing to filter: ``raw``, or
+    no word list for either language)."""
+    shown = ShownText(profanity.make_filter(mode, source_lang), profanity.make_filter(mode, target_lang))
+    return shown if shown else None
+
+
+def profanity_notes(opts: SessionOptions, models: LoadedModels | None = None) -> list[str]:
+    """What the profanity setting cannot do for this session (a language without a word list)."""
+    if opts.profanity == "raw":
+        return []
+    have = set(profanity.languages())
+    missing = [lang for lang in dict.fromkeys(text_languages(models, opts.pair)) if lang not in have]
+    return [f"no profanity word list for '{lang}': its text is shown unfiltered" for lang in missing]
 
 
 def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfig:
@@ -52,6 +80,7 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfi
         final=FinalConfig(enabled=opts.final_pass, asr_beam=t.final_asr_beam,
                           first_wait_s=1.0 if opts.realtime else 120.0,
                           mt_beam=mt_beam(opts.beam, whole_sentences=True)),
+        shown=shown_text(opts.profanity, *text_languages(models, opts.pair)),
     )
 
 
@@ -61,6 +90,8 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
     if hasattr(models.asr, "reset_stream"):  # an optional backend method: drop an earlier session's state
         models.asr.reset_stream()
     cfg = cfg or pipeline_config(models, opts)
+    if cfg.shown is None:  # a configuration made elsewhere still shows text as the options say
+        cfg.shown = shown_text(opts.profanity, *text_languages(models, opts.pair))
     cls = SerialCascade if opts.serial else StreamingPipeline
     mt = models.mt if models.plan.mt_pack else (None if opts.serial else models.mt)
     faults, stall_s = fi.from_env(os.environ)

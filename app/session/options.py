@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.core.errors import UserError
+from app.core.profanity import DEFAULT_MODE as PROFANITY_DEFAULT
+from app.core.profanity import MODES as PROFANITY_MODES
 from app.session.tuning import mt_beam
 
 RESOURCES = Path(__file__).resolve().parent.parent.parent / "resources"
@@ -38,6 +40,9 @@ class SessionOptions:
     # the second pass: each whole sentence recognised and translated again, and shown, exported
     # and dubbed in place of the first pass's pieces (off: the first pass's pieces stay)
     final_pass: bool = True
+    # what subtitles, exports and the dub make of profanity: masked (f***), removed or raw
+    # (app/core/profanity.py; the word lists are resources/profanity/<lang>.txt)
+    profanity: str = PROFANITY_DEFAULT
     extra: dict = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -59,6 +64,9 @@ class SessionOptions:
             raise UserError(f"--threads must be between 0 (all cores) and 256, got {self.threads}")
         if self.eager is not None and not 0 <= self.eager <= 1000:
             raise UserError(f"--eager must be between 0 (wait for clause marks) and 1000, got {self.eager}")
+        if self.profanity not in PROFANITY_MODES:
+            raise UserError(f"--profanity must be {', '.join(PROFANITY_MODES[:-1])} or {PROFANITY_MODES[-1]}, "
+                            f"got {str(self.profanity)[:30]!r}")
 
     @property
     def mt_beam(self) -> int:

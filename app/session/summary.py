@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 
+from app.pipeline.coverage import warning as coverage_warning
 from app.session.models import LoadedModels
 from app.session.options import SessionOptions
 
@@ -29,6 +30,7 @@ def session_mode(kind: str, opts: SessionOptions, live: bool) -> str:
 def make_summary(models: LoadedModels | None, pipe, audio_s: float, wall_s: float, cpu_s: float,
                  opts: SessionOptions, source: str, interrupted: bool, mode: str | None = None) -> dict:
     lat = pipe.tracker.summary()
+    cov = pipe.coverage() if hasattr(pipe, "coverage") else None
     segs = pipe.record.segments
     stats = pipe.stage_stats()
     busy = sum(v.get("busy_s", 0.0) for v in stats.values() if isinstance(v, dict))
@@ -59,11 +61,19 @@ def make_summary(models: LoadedModels | None, pipe, audio_s: float, wall_s: floa
                     "finals_kept_first_pass": sum(1 for f in pipe.record.finals if f.get("failed"))},
         "clock": {"first_audio_at": round(pipe.first_audio_at, 4) if getattr(pipe, "first_audio_at", None) is not None else None},
         "mean_segment_s": round(sum(durations) / len(durations), 3) if durations else 0.0,
+        # share of the voiced audio whose time span produced words that stayed (None: no VAD
+        # here, as in a cloud session's client); below 90 % the session says so in ``warnings``
+        "coverage": cov["coverage"] if cov else None,
+        "lost_speech_s": cov["lost_speech_s"] if cov else None,
+        "voiced_s": cov["voiced_s"] if cov else None,
+        "lost_spans": cov["lost_spans"] if cov else [],
+        "warnings": [w for w in [coverage_warning(cov) if cov else None] if w],
         "latency_ms": lat,
         "simuleval": pipe.tracker.simul_eval(),
         "stages": stats,
         "threads": {"asr": opts.threads or os.cpu_count(), "mt": 1, "tts": 1},
         "accel": accel,
+        "profanity": opts.profanity,
         "speculation": spec.summary() if spec is not None else {"mode": opts.speculative, "drafts": 0},
         "degradation": ({"policy": "on", **policy.summary(policy.clock.now())} if policy is not None else
                         {"policy": "off", "level": 0, "seconds_at_level": {"0": round(wall_s, 3)},

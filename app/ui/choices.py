@@ -15,6 +15,10 @@ LANGUAGES = {"zh": "Chinese", "en": "English", "ja": "Japanese", "de": "German",
              "xx": "Any language"}
 
 
+# Session → Profanity: what subtitles, exports and the dub make of it (`relay run --profanity`)
+PROFANITY_CHOICES = {"masked": "&Masked (f***)", "removed": "&Removed", "raw": "R&aw (as recognised)"}
+
+
 def language_name(code: str) -> str:
     return LANGUAGES.get(code, code)
 

@@ -164,6 +164,16 @@ class SummaryDialog(QDialog):
             err.setWordWrap(True)
             lay.addWidget(err)
         lay.addLayout(grid)
+        if summary.get("coverage") is not None:
+            cov = QLabel(f"Coverage: {summary['coverage']:.0%} of {summary.get('voiced_s', 0):.0f} s of speech "
+                         f"produced text ({summary.get('lost_speech_s', 0):.1f} s gave none)")
+            cov.setObjectName("coverage")
+            lay.addWidget(cov)
+        for w in summary.get("warnings") or ():
+            warn = QLabel(f"⚠ {w[0].upper() + w[1:]}.")
+            warn.setObjectName("inlineError")
+            warn.setWordWrap(True)
+            lay.addWidget(warn)
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         buttons.rejected.connect(self.reject)
         buttons.accepted.connect(self.accept)

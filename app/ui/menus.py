@@ -1,13 +1,14 @@
 """The main window's menu bar: every action, its shortcut and the window method it calls.
 
 ``build_menus`` sets the actions other code reads on the window (``act_start``, ``act_overlay``,
-``act_preload``, ``theme_actions``…)."""
+``act_preload``, ``theme_actions``, ``profanity_actions``…)."""
 
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
 from app.ui import theme as themes
+from app.ui.choices import PROFANITY_CHOICES
 
 
 def build_menus(win) -> None:
@@ -44,6 +45,15 @@ def build_menus(win) -> None:
     act(s, "&Metrics export…", win.metrics_settings)
     win.act_preload = act(s, "&Load models at launch", win.set_preload, checkable=True)
     win.act_preload.setChecked(win.settings.get("preload_models"))
+    pm = s.addMenu("&Profanity")
+    pm.setToolTipsVisible(True)
+    profanity_group = QActionGroup(win)
+    win.profanity_actions = {}
+    for mode, label in PROFANITY_CHOICES.items():
+        a = act(pm, label, lambda on, m=mode: on and win.set_profanity(m), checkable=True)
+        a.setToolTip("What subtitles, exports and the dub make of profanity (from the next session)")
+        profanity_group.addAction(a)
+        win.profanity_actions[mode] = a
     win.act_summary = act(s, "Last session s&ummary", win.show_summary)
 
     v = mb.addMenu("&View")

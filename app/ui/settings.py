@@ -36,6 +36,7 @@ DEFAULTS: dict[str, object] = {
     "preload_models": True,  # load the pair's models in the background at launch, so Start is quick
     "metrics_enabled": False,  # Prometheus exporter (loopback only), as `relay run --metrics-port`
     "metrics_port": 9464,
+    "profanity": "masked",  # masked | removed | raw, as `relay run --profanity` (app/core/profanity.py)
 }
 
 

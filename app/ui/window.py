@@ -13,6 +13,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox
 
+from app.core.profanity import DEFAULT_MODE as PROFANITY_DEFAULT
+from app.core.profanity import MODES as PROFANITY_MODES
 from app.session.options import SessionOptions
 from app.ui import theme as themes
 from app.ui.about import AboutDialog
@@ -138,6 +140,7 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         self.duck_value.setText(f"{self.duck.value()} %")
         (self.act_stacked if st.get("layout") == "stacked" else self.act_side).setChecked(True)
         self.act_overlay_src.setChecked(st.get("overlay_source"))
+        self.profanity_actions[self.profanity()].setChecked(True)
         self._on_source()
         self._sync_dub_controls()
 
@@ -165,6 +168,20 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         self.overlay.resize(1000, 130)
         self.set_status(f"Settings reset to defaults ({self.settings.path})")
 
+    def profanity(self) -> str:
+        """The profanity setting (Session → Profanity); a corrupt stored value reads as the default."""
+        mode = self.settings.get("profanity")
+        return mode if mode in PROFANITY_MODES else PROFANITY_DEFAULT
+
+    def set_profanity(self, mode: str) -> None:
+        if mode not in PROFANITY_MODES:
+            raise ValueError(f"unknown profanity setting {mode!r}")
+        changed = mode != self.profanity()
+        self.settings.set("profanity", mode)
+        self.profanity_actions[mode].setChecked(True)
+        if changed:
+            self.set_status(f"Profanity: {mode}" + (" (from the next session)" if self.controller.busy else ""))
+
     # -- view ----------------------------------------------------------------------------------
     def _configure_view(self, *_a) -> None:
         pair = self.pair.currentData() or "zh-en"
@@ -174,7 +191,8 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
 
     # -- session -------------------------------------------------------------------------------
     def request(self) -> StartRequest:
-        opts = SessionOptions(pair=self.pair.currentData() or "zh-en", no_tts=not self.dub.isChecked())
+        opts = SessionOptions(pair=self.pair.currentData() or "zh-en", no_tts=not self.dub.isChecked(),
+                              profanity=self.profanity())
         return StartRequest(source=self.source.currentData() or FILE_SOURCE, opts=opts,
                             file_path=self.file_edit.text().strip(), dub=self.dub.isChecked(),
                             dub_device=self.output.currentData() or None,
@@ -243,8 +261,10 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         if summary is not None:
             self.last_summary = summary
             n = len(summary.get("segments") or [])
+            warns = summary.get("warnings") or []
             self.set_status(f"Session ended: {n} segments, {summary.get('audio_s', 0):.0f} s of audio"
-                            + (f" — {summary['error']}" if summary.get("error") else ""))
+                            + (f" — {summary['error']}" if summary.get("error") else "")
+                            + (f" — ⚠ {warns[0]}" if warns else ""))
             if not self._close_when_idle:
                 self.show_summary()
         if self._close_when_idle:

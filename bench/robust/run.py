@@ -94,7 +94,8 @@ def sentence_checks(sentences: list[str], hyp: str) -> dict:
 
 
 def run_relay(wav: Path, pair: str, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", "--no-tts", *extra]
+    cmd = [sys.executable, "-m", "app", "run", "--input", str(wav), "--pair", pair, "--json", "--no-tts",
+           "--profanity", "raw", *extra]  # scored against references: the words as said
     r = subprocess.run(cmd, capture_output=True, text=True, env={**__import__("os").environ, "HF_HUB_OFFLINE": "1"})
     if r.returncode != 0:
         raise RuntimeError(f"relay run failed on {wav.name}: {r.stderr.strip().splitlines()[-1:]}")

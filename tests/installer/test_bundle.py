@@ -53,6 +53,7 @@ def test_folder_has_what_the_app_loads_at_run_time_and_not_what_it_never_uses(bu
     internal = Path(bundle["folder"]) / "_internal"
     assert os.access(Path(bundle["folder"]) / "relay", os.X_OK)
     for rel in ("resources/demo/zh_meeting_demo.wav", "resources/demo/warmup_zh.wav", "LICENSE",
+                "resources/profanity/en.txt", "resources/profanity/zh.txt",
                 "piper/espeak-ng-data/phondata", "piper/espeak-ng-data/en_dict",
                 "faster_whisper/assets/silero_vad_v6.onnx", "zhconv/zhcdict.json", "jieba/dict.txt",
                 "app/accel/_cpu.py", "libportaudio.so.2", "PySide6/Qt/plugins/platforms/libqoffscreen.so",

@@ -78,6 +78,7 @@ def test_bad_options():
     one_line_error(relay("run", "--input", str(DATA / "zh_05.wav"), "--beam", "0"), "--beam")
     one_line_error(relay("run", "--bogus-flag"), "unrecognized arguments")
     one_line_error(relay("run"), "--input")
+    one_line_error(relay("run", "--input", str(DATA / "zh_05.wav"), "--profanity", "bleep"), "--profanity", "masked")
 
 
 def test_output_folder_missing_writes_nothing(tmp_path):

@@ -347,6 +347,37 @@ def test_bad_hellos_get_error_frames(shared, tracebacks):
         srv.stop()
 
 
+def test_the_profanity_setting_is_granted_applied_and_a_bad_value_refused(shared, tracebacks):
+    """Feature "profanity": a client that asks gets it in its welcome and its session's pipeline
+    filters as asked; one that predates it gets the text as before; a bad value is refused."""
+    from websockets.exceptions import ConnectionClosed
+
+    srv = Running(shared)
+    try:
+        for extra, granted, shown in (({"features": ["profanity"], "profanity": "removed"}, True, "a day."),
+                                      ({"features": ["profanity"]}, True, "a f****** day."),
+                                      ({}, False, "a fucking day.")):
+            ws = srv.connect()
+            ws.send(P.encode_json({"type": "hello", "v": 1, "pair": "zh-en", "options": {"no_tts": True}, **extra}))
+            m = json.loads(ws.recv(timeout=30))
+            assert m["type"] == "welcome" and ("profanity" in m.get("features", [])) == granted, m
+            (sess,) = srv.server.sessions.values()
+            assert sess.pipe.shown.target_text("a fucking day.") == shown
+            ws.close()
+            srv.wait_idle()
+        ws = srv.connect()
+        ws.send(P.encode_json({"type": "hello", "v": 1, "pair": "zh-en", "features": ["profanity"],
+                               "profanity": "bleep"}))
+        e = fatal_error(ws)
+        assert e["code"] == "bad_options" and "profanity" in e["message"], e
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+        assert closed.value.rcvd.code == 1008
+        srv.wait_idle()
+    finally:
+        srv.stop()
+
+
 def test_nan_heartbeat_and_replayed_audio_are_refused(shared, tracebacks):
     srv = Running(shared)
     try:
