@@ -47,7 +47,10 @@ class CT2Translator:
         self._tr = self._load(compute_type)
         self._sp_src = spm.SentencePieceProcessor(model_file=sp_source)
         self._sp_tgt = spm.SentencePieceProcessor(model_file=sp_target) if sp_target else self._sp_src
-        self._lock = threading.Lock()
+        # re-entrant: a pipeline stage takes it before its watched call (app.pipeline.stage), so
+        # the time spent waiting while another stage decodes is not counted as a stall
+        self._lock = threading.RLock()
+        self.call_lock = self._lock
         # target tokens of recent outputs: a committed translation is forced back as the decoder
         # prefix token for token (re-encoding English with a source-side SentencePiece model
         # would give different pieces than the model produced)

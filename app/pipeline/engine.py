@@ -13,6 +13,7 @@ import numpy as np
 from app.core.audio import SR
 from app.pipeline.asr_stage import ASRStage
 from app.pipeline.coverage import VoicedLog, coverage
+from app.pipeline.gate import Hysteresis
 from app.pipeline.final_stage import FinalConfig, FinalStage, FirstPassLog
 from app.pipeline.latency import ArrivalClock, LatencyTracker
 from app.pipeline.messages import (
@@ -318,6 +319,7 @@ class SerialCascade(LocalEngine):
         utt_start = None
         last_speech = 0
         pause = int(self.cfg.asr.pause_s * SR)
+        gate = Hysteresis(self.cfg.asr.vad_threshold, self.cfg.asr.vad_off_threshold)
         while not self._cancelled.is_set():
             have = self.ring.wait_for(pos + fs, timeout=0.05)
             if not have and not self.ring.closed:
@@ -325,10 +327,11 @@ class SerialCascade(LocalEngine):
             end = (self.ring.written // fs) * fs
             if end > pos:
                 probs = self.vad.process(np.ascontiguousarray(self.ring.read(pos, end)))
-                self.voiced.add(pos, probs > self.cfg.asr.vad_threshold, fs)
-                for i, p in enumerate(probs):
+                speech = gate(probs)
+                self.voiced.add(pos, speech, fs)
+                for i in range(len(probs)):
                     t = pos + i * fs
-                    if p > self.cfg.asr.vad_threshold:
+                    if speech[i]:
                         if utt_start is None:
                             utt_start = max(0, t - int(0.2 * SR))
                         last_speech = t + fs

@@ -16,6 +16,7 @@ from app.pipeline.supervisor import Superseded
 
 log = logging.getLogger("relay.pipeline")
 _all_workers: weakref.WeakSet = weakref.WeakSet()  # every stage worker of this process
+LOCK_WAIT_S = 120.0  # the longest a stage waits for a shared backend before its call is timed
 
 
 def workers_alive() -> int:
@@ -137,6 +138,19 @@ class Stage:
         gen = getattr(self._worker, "generation", None)
         if gen is None:
             return fn(*args, **kwargs)
+        # a backend two stages share (the recogniser: first and second pass) serialises its calls:
+        # wait for it before the watchdog's clock starts, else a first-pass step waiting out a long
+        # second-pass decode on a loaded machine looks stalled (measured: sessions failed at load 6
+        # on 2 cores). Waited for at most LOCK_WAIT_S: a call that never returns is still caught
+        lock = getattr(getattr(fn, "__self__", None), "call_lock", None)
+        held = lock is not None and lock.acquire(timeout=LOCK_WAIT_S)
+        try:
+            return self._watched_call(gen, fn, *args, **kwargs)
+        finally:
+            if held:
+                lock.release()
+
+    def _watched_call(self, gen, fn, *args, **kwargs):
         with self._watch_lock:
             if gen != self.generation:
                 raise Superseded(self.name)

@@ -215,3 +215,47 @@ def test_a_slow_machine_is_not_a_stall_but_a_stuck_call_still_is():
     assert quick.restarts == 1 and slow.restarts == 0
     assert slow.stall_limit(0.3, 5) == pytest.approx(2.5, abs=0.3)  # the 0.5 s call counts now
     assert quick.stall_limit(0.3, 5) == pytest.approx(0.3)  # its stalled call never completed as its own
+
+
+def test_waiting_for_a_backend_another_stage_is_using_is_not_a_stall():
+    """The first and the second pass share the recogniser, which serialises its calls: a
+    first-pass step that waits out a long second-pass decode is waiting, not stalled. The wait
+    is outside the watchdog's clock (at most stage.LOCK_WAIT_S); only the call itself is timed."""
+    from app.pipeline.engine import EventBus
+    from app.pipeline.queues import FakeClock
+    from app.pipeline.stage import Stage
+    from app.pipeline.supervisor import Supervisor
+
+    class Shared:
+        def __init__(self):
+            self.call_lock = threading.RLock()
+
+        def decode(self, seconds):
+            with self.call_lock:
+                time.sleep(seconds)
+
+    backend = Shared()
+    started = threading.Event()
+
+    class Long(Stage):
+        def loop(self):
+            started.set()
+            self.watched(backend.decode, 0.7)  # the second pass: a long decode, under the 1 s limit
+
+    class Short(Stage):
+        def loop(self):
+            started.wait(2)
+            time.sleep(0.02)
+            self.watched(backend.decode, 0.6)  # waits ~0.68 s for the lock, then decodes 0.6 s
+
+    bus, clock = EventBus(), FakeClock()
+    long_, short = Long("final", bus, clock), Short("asr", bus, clock)
+    sup = Supervisor([long_, short], bus, clock, SupervisorConfig(stall_s=1.0, stall_factor=1, poll_s=0.01))
+    # timed from before the wait, the short stage's call ran 1.28 s, past the 1 s limit
+    long_.start()
+    short.start()
+    sup.start()
+    long_.join(5)
+    short.join(5)
+    sup.stop()
+    assert sup.restarts == []
