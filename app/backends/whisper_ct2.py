@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import time
+import unicodedata
+import zlib
 from typing import Sequence
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -17,8 +19,9 @@ from faster_whisper.tokenizer import Tokenizer
 
 from app.accel.logmel import IncrementalLogMel, log_mel_reference
 from app.core.audio import HOP, SR
-from app.core.text import norm
+from app.core.text import norm, unspaced
 from app.pipeline.protocols import Word
+from app.pipeline.repeats import loop_cut, restart_cut
 
 try:
     import zhconv
@@ -29,6 +32,20 @@ N_FRAMES = 3000  # Whisper's encoder sees exactly 30 s
 FRAMES_PER_SECOND = SR // HOP
 PAD_FRAMES = 100
 TOKENS_PER_SECOND = 7
+CONTEXT_WORDS = 60  # words (characters in Chinese) of earlier text a loop is looked for in
+
+# faster-whisper's defaults (its transcribe(): compression_ratio_threshold, log_prob_threshold,
+# no_speech_threshold). A decode whose text compresses better than COMPRESSION_RATIO is a loop:
+# it is decoded once more by sampling (temperature RETRY_TEMPERATURE, without the previous text as
+# prompt, which is what primes most loops) and the retry kept if it passes; what loops either way
+# is cut (``cut_repetition``, ``app.pipeline.repeats``). A decode whose no-speech probability is
+# above NO_SPEECH_PROB and whose average token log-probability is below LOG_PROB is silence, music
+# or noise: its new words are dropped, as faster-whisper skips such a segment. Only a failing
+# decode costs a second one (on 2 cores the first pass cannot afford two on every window).
+COMPRESSION_RATIO = 2.4
+LOG_PROB = -1.0
+NO_SPEECH_PROB = 0.6
+RETRY_TEMPERATURE = 0.4
 
 
 def cut_repetition(tokens: list[int]) -> list[int]:
@@ -49,6 +66,90 @@ def cut_repetition(tokens: list[int]) -> list[int]:
             if all(tokens[start + k * period:start + (k + 1) * period] == span for k in range(1, repeats)):
                 return tokens[:start + period]
     return tokens
+
+
+def compression_ratio(text: str) -> float:
+    """How much zlib shrinks the text (faster-whisper's measure): a loop compresses well."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def avg_logprob(score: float, n_tokens: int) -> float:
+    """The average log-probability per token from CTranslate2's length-normalised score, as
+    faster-whisper recovers it (the end-of-text token counts too)."""
+    return score * n_tokens / (n_tokens + 1)
+
+
+def reads_out_prompt(text: str, prompt: str, min_chars: int) -> bool:
+    """Whether ``text`` (comparison form) opens with a piece of ``prompt`` of ``min_chars`` or
+    more that is at least half of it: Whisper reading out its prompt."""
+    k = 0
+    while k < len(text) and text[:k + 1] in prompt:
+        k += 1
+    return k >= min_chars and 2 * k >= len(text)
+
+
+def is_silence(no_speech_prob: float, logprob: float) -> bool:
+    """Whisper's own test for a segment with nothing said in it."""
+    return no_speech_prob > NO_SPEECH_PROB and logprob < LOG_PROB
+
+
+# spoken languages written without spaces: translating from them, Whisper sometimes writes English
+# the same way ("Thetotal income of thethird level", "Let'stake a look")
+UNSPACED_SOURCES = frozenset({"zh", "ja", "yue", "th", "lo", "my"})
+# words after which a token without its leading space still starts a new word when it is a whole
+# word of its own (" total", " take"): "the"+"total" is no English word; "in"+"box" is, and is
+# split too, as " in box" (rare, and harmless next to the glue)
+_GLUE_HEADS = frozenset("""the an and or but to of in on at for with by from is are was were be been
+we you he she it they this that these those our your my his her their its will would can could
+not so as if do does did has have had there here what which who""".split())
+# and short words glued after a whole word ("needto", "timesthe")
+_GLUE_TAILS = frozenset("the to and of for with that is are we you it in on".split())
+_CONTRACTIONS = ("'s", "'re", "'ll", "'ve", "'d", "'m", "n't", "’s", "’re", "’ll", "’ve", "’d", "’m", "n’t")
+
+
+class _SpacedWordsTokenizer(Tokenizer):
+    """Whisper's translate task writes English whatever language it hears, but faster-whisper
+    splits words by the *spoken* language: for zh/ja/th... at every token, so an English token
+    without its leading space ("s", "ed") became a word of its own. Words are split on spaces,
+    and (from an unspaced spoken language) a word glued to a function word before it is split
+    off with its space put back."""
+
+    def split_to_word_tokens(self, tokens):
+        words, word_tokens = self.split_tokens_on_spaces(tokens)
+        if self.language_code not in UNSPACED_SOURCES:
+            return words, word_tokens
+        out_w, out_t = [], []
+        for w, toks in zip(words, word_tokens):
+            for piece, piece_toks in self._unglue(w, toks):
+                out_w.append(piece)
+                out_t.append(piece_toks)
+        return out_w, out_t
+
+    def _unglue(self, word: str, toks: list[int]) -> list[tuple[str, list[int]]]:
+        if len(toks) < 2 or toks[0] >= self.eot:
+            return [(word, toks)]
+        for j in range(1, len(toks)):
+            if not self.decode([toks[j]])[:1].isalpha():
+                continue
+            head = self.decode(toks[:j]).strip()
+            rest = self.decode(toks[j:])
+            core = rest.rstrip(".,!?;:%\"'”’)")
+            low = head.lower()
+            glued_to_head = low in _GLUE_HEADS or (low.endswith(_CONTRACTIONS) and len(low) > 2)
+            glued_tail = core.lower() in _GLUE_TAILS and self._whole_word(head)
+            if not ((glued_to_head and self._whole_word(core)) or glued_tail):
+                continue
+            if self._whole_word(head + core):  # "therefore", "into", "inbox": one word after all
+                continue
+            lead = word[: len(word) - len(word.lstrip())]
+            return [(lead + head, toks[:j])] + self._unglue(" " + rest, toks[j:])
+        return [(word, toks)]
+
+    def _whole_word(self, text: str) -> bool:
+        """Whether ``text`` is a word of the vocabulary, written with its leading space."""
+        return (len(text) >= 2 and text.isascii() and text.isalpha()
+                and any(self.tokenizer.token_to_id("\u0120" + t) is not None for t in (text, text.lower())))
 
 
 # Keep the source line in Simplified script (MT was trained on it; Whisper base tends to Traditional).
@@ -77,7 +178,10 @@ class WhisperCT2:
         self.language = language
         self.task = task
         self.beam_size = beam_size
-        self._lock = threading.Lock()
+        # re-entrant: a pipeline stage takes it before its watched call (app.pipeline.stage), so
+        # the time spent waiting while another stage decodes is not counted as a stall
+        self._lock = threading.RLock()
+        self.call_lock = self._lock
         # a pack folder (CTranslate2 reads model.bin straight into its buffers), or the files in
         # memory (a split pack installed before packs were joined at install time)
         if isinstance(model, dict):
@@ -99,13 +203,17 @@ class WhisperCT2:
         # the language the words come out in (Whisper's translate task writes English)
         self.output_language = "en" if task == "translate" else (language or "")
         self._suppress = [-1]
+        # the hallucination guard's counts (decodes whose new text it dropped as non-speech,
+        # retried for a loop or for reading out the prompt, and decodes it cut repeats from)
+        self.guard = {"silence": 0, "retries": 0, "retry_kept": 0, "echo_retries": 0, "cut_words": 0}
         self.frontend = frontend
         self.accel = accel
         self._mel = IncrementalLogMel(self.n_mels, backend=accel)
 
     def _set_language(self, language: str) -> None:
-        self.tokenizer = Tokenizer(self._hf_tokenizer, self._multilingual, task=self.task,
-                                   language=language if self._multilingual else None)
+        cls = _SpacedWordsTokenizer if self.task == "translate" else Tokenizer
+        self.tokenizer = cls(self._hf_tokenizer, self._multilingual, task=self.task,
+                             language=language if self._multilingual else None)
         self.language = language
         self._zh = language == "zh" and self.task == "transcribe"
 
@@ -138,6 +246,32 @@ class WhisperCT2:
         toks = self.tokenizer.encode(" " + text.strip())
         return toks[-223:]
 
+    def _generate(self, enc, seq: list[int], max_len: int, beam_size: int, suppress_blank: bool,
+                  temperature: float = 0.0):
+        kw = ({"beam_size": beam_size} if temperature <= 0 else
+              {"beam_size": 1, "sampling_temperature": temperature, "sampling_topk": 0})
+        return self._model.model.generate(
+            enc,
+            [seq],
+            max_length=max_len,
+            suppress_blank=suppress_blank,
+            suppress_tokens=self._suppress,
+            return_scores=True,
+            return_no_speech_prob=True,
+            repetition_penalty=1.05,
+            no_repeat_ngram_size=0,
+            **kw,
+        )[0]
+
+    def _new_tokens(self, res, prefix_toks: list[int]) -> tuple[list[int], float]:
+        """The tokens a decode added after the forced prefix, and their average log-probability."""
+        # CTranslate2 returns the forced prefix as part of the sequence.
+        text_tokens = [t for t in res.sequences_ids[0] if t < self.tokenizer.eot]
+        if text_tokens[: len(prefix_toks)] == prefix_toks:
+            text_tokens = text_tokens[len(prefix_toks):]
+        n = len(res.sequences_ids[0])
+        return text_tokens, (avg_logprob(res.scores[0], n) if res.scores else 0.0)
+
     def _decode(self, feats: np.ndarray, prompt: str, prefix_text: str,
                 beam_size: int | None = None) -> tuple[list[int], list[Word]]:
         if self.tokenizer is None:
@@ -158,31 +292,52 @@ class WhisperCT2:
         ptoks = self._prompt_tokens(prompt)
         if ptoks:
             seq += [self.tokenizer.sot_prev] + ptoks
-        seq += list(self.tokenizer.sot_sequence) + [self.tokenizer.no_timestamps]
+        task = list(self.tokenizer.sot_sequence) + [self.tokenizer.no_timestamps]
         prefix_toks = self.tokenizer.encode((" " if not self._zh else "") + prefix_text.strip()) if prefix_text.strip() else []
-        seq += prefix_toks
+        seq += task + prefix_toks
         # speech carries at most a few tokens a second: a longer output is a hallucination loop
         window_s = n_content / FRAMES_PER_SECOND
         # CTranslate2 counts the whole prompt (context, task tokens, prefix) in max_length
-        max_len = min(448, len(seq) + int(TOKENS_PER_SECOND * window_s) + 8)
-        res = self._model.model.generate(
-            enc,
-            [seq],
-            beam_size=beam_size or self.beam_size,
-            max_length=max_len,
-            suppress_blank=not prefix_toks,
-            suppress_tokens=self._suppress,
-            return_scores=True,
-            repetition_penalty=1.05,
-            no_repeat_ngram_size=0,
-        )[0]
+        new_max = int(TOKENS_PER_SECOND * window_s) + 8
+        max_len = min(448, len(seq) + new_max)
+        beam = beam_size or self.beam_size
+        res = self._generate(enc, seq, max_len, beam, not prefix_toks)
+        new, logprob = self._new_tokens(res, prefix_toks)
+        retried = False
+        if new and is_silence(res.no_speech_prob, logprob):
+            new = []  # silence, music or noise: nothing was said here
+            self.guard["silence"] += 1
+        elif new and compression_ratio(self.tokenizer.decode(new).strip()) > COMPRESSION_RATIO:
+            # a loop: one more decode, sampled, without the earlier text that usually primes it
+            retried = True
+            self.guard["retries"] += 1
+            ctranslate2.set_random_seed(len(new))  # the same input gives the same text
+            bare = task + prefix_toks
+            res2 = self._generate(enc, bare, min(448, len(bare) + new_max), 1, not prefix_toks, RETRY_TEMPERATURE)
+            new2, logprob2 = self._new_tokens(res2, prefix_toks)
+            if new2 and is_silence(res2.no_speech_prob, logprob2):
+                new = []
+                self.guard["silence"] += 1
+            elif compression_ratio(self.tokenizer.decode(new2).strip()) <= COMPRESSION_RATIO:
+                new = new2
+                self.guard["retry_kept"] += 1
+        if not retried and ptoks and new and self._echoes(new, prompt):
+            # the text only reads out part of the prompt (the previous sentence, over a short
+            # clause whose own words it missed): decoded once more without the prompt
+            retried = True
+            self.guard["echo_retries"] += 1
+            bare = task + prefix_toks
+            res2 = self._generate(enc, bare, min(448, len(bare) + new_max), beam, not prefix_toks)
+            new, logprob2 = self._new_tokens(res2, prefix_toks)
+            if new and is_silence(res2.no_speech_prob, logprob2):
+                new = []
+                self.guard["silence"] += 1
         t2 = time.perf_counter()
-        # CTranslate2 returns the forced prefix as part of the sequence.
-        text_tokens = [t for t in res.sequences_ids[0] if t < self.tokenizer.eot]
-        if text_tokens[: len(prefix_toks)] != prefix_toks:
-            text_tokens = prefix_toks + text_tokens
-        text_tokens = prefix_toks + cut_repetition(text_tokens[len(prefix_toks):])
-        if self._zh and _echoes_prompt(self.tokenizer.decode(text_tokens[len(prefix_toks):])):
+        cut = cut_repetition(new)
+        cut = self._cut_repeated_words(cut, prompt + " " + prefix_text)
+        self.guard["cut_words"] += len(new) > len(cut)
+        text_tokens = prefix_toks + cut
+        if self._zh and _echoes_prompt(self.tokenizer.decode(cut)):
             # on a near-silent window Whisper may read out its own style prompt
             text_tokens = prefix_toks
         if not text_tokens:
@@ -190,14 +345,75 @@ class WhisperCT2:
         align = self._model.find_alignment(self.tokenizer, [text_tokens], enc, n_content)[0]
         self.last_timings = {"encode_ms": (t1 - t0) * 1e3, "decode_ms": (t2 - t1) * 1e3,
                              "align_ms": (time.perf_counter() - t2) * 1e3, "frames": n_input,
-                             "new_tokens": len(text_tokens) - len(prefix_toks), "prefix_tokens": len(prefix_toks)}
+                             "new_tokens": len(text_tokens) - len(prefix_toks), "prefix_tokens": len(prefix_toks),
+                             "retried": int(retried)}
         audio_s = n_content / FRAMES_PER_SECOND
         words = [
             Word(w["word"], float(w["start"]), min(float(w["end"]), audio_s), float(w["probability"]))
             for w in align
             if w["word"].strip() and float(w["start"]) < audio_s - 0.05  # nothing past the audio's end
         ]
-        return text_tokens, _merge_punctuation(words)
+        words = _merge_punctuation(words)
+        if self.task == "translate":
+            # a translation drifting into transcribing ("Let's take a look at大家在替完"): the
+            # English target has no use for words in the spoken language's script
+            words = [w for w in words if not any(_foreign(c) for c in w.text)]
+        if (words and not self._unspaced_output() and not words[0].text[:1].isspace()
+                and not _trails(words[0].text)):
+            # Translating from Chinese, Whisper writes its first English word as it would a Chinese
+            # one, with no space before it; a window that starts after a pause or a trim (no forced
+            # prefix) then glued it to the word before ("timesthe", "andthe", "needto"). A forced
+            # prefix always starts with a space, so a word it straddles is not touched.
+            w = words[0]
+            words[0] = Word(" " + w.text, w.start, w.end, w.probability)
+        return text_tokens, words
+
+    def _echoes(self, new: list[int], prompt: str) -> bool:
+        """Whether the new text opens by reading out a piece of the prompt that makes half of it
+        or more, long enough not to be a chance repeat (12+ letters of spaced text, 5+ characters
+        of Chinese/Japanese)."""
+        return reads_out_prompt(norm(self.tokenizer.decode(new)), norm(prompt),
+                           5 if self._unspaced_output() else 12)
+
+    def _unspaced_output(self) -> bool:
+        return unspaced(self.output_language or self.language or "")
+
+    def _cut_repeated_words(self, new: list[int], context: str) -> list[int]:
+        """Cut a loop that token ids miss: copies that differ in case, spacing or punctuation
+        (" like" / " Like", "you." / "you..."), and copies of the text before the window (the
+        prompt and the forced prefix: the loop runs on across windows). Words in spaced output,
+        characters in Chinese/Japanese, where only a loop continuing the earlier text is cut
+        here (one inside the window is ``cut_repetition``'s, on tokens)."""
+        if not new:
+            return new
+        spaced = not self._unspaced_output()
+        if spaced:
+            pieces, piece_tokens = self.tokenizer.split_tokens_on_spaces(new)
+            keys, starts = [], []
+            at = 0
+            for text, toks in zip(pieces, piece_tokens):
+                k = norm(text)
+                if k:
+                    keys.append(k)
+                    starts.append(at)
+                at += len(toks)
+            old = [k for k in (norm(w) for w in context.split()[-CONTEXT_WORDS:]) if k]
+        else:
+            pieces, piece_tokens = self.tokenizer.split_tokens_on_unicode(new)
+            keys, starts = [], []
+            at = 0
+            for text, toks in zip(pieces, piece_tokens):
+                for c in norm(text):
+                    keys.append(c)
+                    starts.append(at)
+                at += len(toks)
+            old = list(norm(context))[-CONTEXT_WORDS:]
+        if not keys:
+            return new
+        keep = loop_cut(old + keys, len(old), min_period=1 if spaced else 4, within=spaced) - len(old)
+        if spaced and keep > 0:
+            keep = restart_cut(keys[:keep])
+        return new if keep >= len(keys) else new[:starts[keep]]
 
     # -- ASRBackend --------------------------------------------------------------------------
     def transcribe_window(
@@ -242,17 +458,40 @@ def _echoes_prompt(text: str) -> bool:
 
 
 _PUNCT = set("。，、？！；：,.?!;:\"'”’）)")
+# marks that open what follows ("(", "$5", "#1", "“"): they stay with the next word
+_OPENING = set("([{“‘«¿¡$£€¥#@&*+<=~^`\\/|-–—_「『【《〈（")
+
+
+def _trails(text: str) -> bool:
+    """A word that is only marks or symbols closing what precedes it: "%", "...", "°", ")"."""
+    t = text.strip()
+    if not t:
+        return False
+    if all(c in _PUNCT for c in t):
+        return True
+    # split on spaces, "78%" comes as " 78" and "%": without a leading space such a piece belongs
+    # to the word before it (left apart, "%" is a word of its own whose comparison form is empty,
+    # and the streaming prefix match wrote it twice: "78%%")
+    return (text == t and t[0] not in _OPENING
+            and all(unicodedata.category(c)[0] in "PS" for c in t))
 
 
 def _merge_punctuation(words: list[Word]) -> list[Word]:
     out: list[Word] = []
     for w in words:
-        if out and all(c in _PUNCT for c in w.text.strip()):
+        if out and _trails(w.text):
             p = out[-1]
             out[-1] = Word(p.text + w.text.strip(), p.start, max(p.end, w.end), p.probability)
         else:
             out.append(w)
     return out
+
+
+def _foreign(ch: str) -> bool:
+    """A character of a CJK script (ideographs, kana, hangul, CJK punctuation): never English."""
+    o = ord(ch)
+    return (0x3000 <= o <= 0x9FFF or 0xAC00 <= o <= 0xD7AF or 0xF900 <= o <= 0xFAFF
+            or 0xFF00 <= o <= 0xFF60 or 0x20000 <= o <= 0x2FFFF)
 
 
 def _to_script(words: list[Word]) -> list[Word]:

@@ -11,6 +11,7 @@ from enum import Enum
 
 import numpy as np
 
+from app.core.text import unspaced
 from app.pipeline.protocols import Word
 
 
@@ -154,6 +155,16 @@ class ControlMessage:
 
 def join_words(words, lang: str = "") -> str:
     """Join recognised words as the recogniser wrote them: Whisper marks word starts in
-    space-delimited languages with a leading space and writes CJK text without spaces."""
-    out = "".join(w.text for w in words)
+    space-delimited languages with a leading space and writes CJK text without spaces. Given a
+    space-delimited ``lang``, a word that starts with a letter right after a sentence or clause
+    mark gets its space even if the recogniser left it out ("now.Today" is never right; a word
+    that merely lacks its space may be the rest of the one before, "time" + "s")."""
+    texts = [w.text for w in words]
+    if lang and not unspaced(lang):
+        texts = [t if (i == 0 or t[:1].isspace() or not t[:1].isalpha() or texts[i - 1][-1:] not in _MARKS)
+                 else " " + t for i, t in enumerate(texts)]
+    out = "".join(texts)
     return " ".join(out.split()) if " " in out else out.strip()
+
+
+_MARKS = frozenset(".,!?;:")

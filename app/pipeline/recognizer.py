@@ -20,12 +20,13 @@ import numpy as np
 from app.accel.features import frame_features
 from app.core.audio import HOP, SR
 from app.core.text import CLAUSE_END, SENTENCE_END, word_sep
+from app.pipeline.gate import Hysteresis
 from app.pipeline.messages import Segment, join_words
 from app.pipeline.protocols import ASRBackend, VADBackend, Word
 from app.pipeline.queues import MonotonicClock
 from app.pipeline.ringbuffer import AudioRing, ReaderCursor
 from app.pipeline.segmenter import Segmenter, SegmenterConfig
-from app.pipeline.stability import LocalAgreement, drop_echo, split_prefix
+from app.pipeline.stability import LocalAgreement, drop_echo, skip_prefix, split_prefix
 
 
 @dataclass
@@ -35,8 +36,11 @@ class ASRConfig:
     trim_after_s: float = 4.0  # trim the window at a committed sentence end past this length
     max_window_s: float = 7.0  # hard limit: trim to the last committed word
     pause_s: float = 0.5  # VAD silence that ends an utterance
-    vad_threshold: float = 0.5
-    silence_db: float = -60.0  # frame RMS below this (dBFS) is silence
+    vad_threshold: float = 0.3  # speech starts above this probability (app.pipeline.gate) ...
+    vad_off_threshold: float = 0.15  # ... and goes on until it falls below this
+    # frame RMS below this (dBFS) is silence: near digital silence only (at -60 dBFS, 15-30 % of
+    # the frames of speech recorded at -33 dBFS peak were gated out, and a sentence was lost)
+    silence_db: float = -80.0
     catch_up: bool = True  # real time: each step takes everything that arrived
     commit_lookahead_s: float = 0.0  # audio a confirming hypothesis must have heard after a word
     first_commit_lookahead_s: float = 0.0  # the same for an utterance's first commit
@@ -98,6 +102,7 @@ class Recognizer:
         self._had_speech_since_commit = False
         self._utterance_ends: tuple[float, ...] = ()  # end times of utterances' last committed words
         self.checkpoint: dict | None = None
+        self._gate = Hysteresis(self.cfg.vad_threshold, self.cfg.vad_off_threshold)
         self.voiced = None  # a VoicedLog (app.pipeline.coverage): every frame the gate took for speech
 
     # -- the API ------------------------------------------------------------------------------
@@ -177,7 +182,7 @@ class Recognizer:
         # energy gate (accel kernel): frames near digital silence are never speech, whatever
         # the VAD model says about them
         rms_db, _ = frame_features(audio, fs, backend=self.accel)
-        speech = (probs > self.cfg.vad_threshold) & (rms_db[: len(probs)] > self.cfg.silence_db)
+        speech = self._gate(probs) & (rms_db[: len(probs)] > self.cfg.silence_db)
         if self.voiced is not None:
             self.voiced.add(self._vad_pos, speech, fs)
         idx = np.nonzero(speech)[0]
@@ -287,6 +292,27 @@ class Recognizer:
             out += self._decode(upto, upto, True, None)
         return out
 
+    def _hypothesis(self, start: int, end: int) -> list[Word]:
+        """Decode the window's audio ``[start, end)``: the words after the committed ones, in
+        source time, echoes of the committed text taken out."""
+        audio = self.ring.read(start, end)
+        prefix = self._window_prefix()
+        words = self.call(self.asr.transcribe_window, audio, start, self._prompt(), prefix)
+        self.steps += 1
+        off = start / SR
+        words = [Word(w.text, w.start + off, w.end + off, w.probability) for w in words]
+        new = split_prefix(words, join_words(prefix))
+        if new is None:  # spelled differently: skip as many characters
+            new = skip_prefix(words, join_words(prefix))
+        if new is None:  # the model disagreed with its forced prefix: keep only later words
+            last = self.policy.last_committed_end
+            new = [w for w in words if w.start >= last - 0.05]
+        # Chinese/Japanese: there Whisper re-reads the last clause after a forced prefix. On
+        # English the full guard cost more than it saved (asterisk_session, --fast: WER 9.68 %
+        # with it, 7.58 % without): there only an exact repeat of the committed end, squeezed
+        # or inside the committed time, goes
+        return drop_echo(new, self.policy.committed, spaced=bool(self.sep))
+
     def _decode(self, speech_end: int, upto: int, final: bool, gap: tuple[int, int] | None) -> list[Step]:
         paused = gap is not None or self._pause(upto)
         # No speech in the window and nothing tentative: skip decoding, slide the window.
@@ -309,28 +335,32 @@ class Recognizer:
             self.window_start, self._context_start = min(self.window_start, self._context_start), None
         self._skip_lost_audio()
         start = self.window_start
-        if end - start < int(0.3 * SR):
+        short = end - start < int(0.3 * SR)  # too little audio to decode
+        if short and not (final and self.policy.tentative):
             return []
-        audio = self.ring.read(start, end)
-        prefix = self._window_prefix()
-        words = self.call(self.asr.transcribe_window, audio, start, self._prompt(), prefix)
-        self.steps += 1
-        off = start / SR
-        words = [Word(w.text, w.start + off, w.end + off, w.probability) for w in words]
-        new = split_prefix(words, join_words(prefix))
-        if new is None:  # the model disagreed with its forced prefix: keep only later words
-            last = self.policy.last_committed_end
-            new = [w for w in words if w.start >= last - 0.05]
-        if not self.sep:
-            # Chinese/Japanese only: there Whisper re-reads the last clause after a forced prefix;
-            # on English the guard cost more than it saved (asterisk_session, --fast: WER 9.68 %
-            # with it, 7.58 % without)
-            new = drop_echo(new, self.policy.committed)
         step = Step(self.now(), window=(start, end))
         silent_from = None
         if self.vad is not None and self._had_speech_since_commit and self._last_speech_end < end:
             silent_from = self._last_speech_end / SR  # the VAD heard nothing since
-        committed, seen = self.policy.insert(new, step.at, audio_end=end / SR, silent_from=silent_from)
+        committed, seen = [], []
+        if not short:  # (at the end of input the tentative words are flushed, decoded or not)
+            committed, seen = self.policy.insert(self._hypothesis(start, end), step.at, audio_end=end / SR,
+                                                 silent_from=silent_from)
+        if (paused or final) and self.policy.unconfirmed:
+            # the tail about to be flushed rests on this one hypothesis: a word it dropped would
+            # be lost as the window moves past it. Decode once more, with what just committed
+            # forced and, where there is any, a little more of the silence after the speech
+            # (a new input: a greedy decoder gives the same words for the same one)
+            limit = upto if gap is None else gap[1]
+            again = max(end, min(limit, speech_end + int(0.45 * SR)))
+            if committed or again > end:
+                hyp = self._hypothesis(start, again)
+                if hyp:  # (a decode that comes back empty says nothing of the words heard before)
+                    end = again
+                    step.window = (start, end)
+                    more, more_seen = self.policy.insert(hyp, step.at, audio_end=end / SR, silent_from=silent_from)
+                    committed += more
+                    seen += more_seen
         if paused or final:
             more, more_seen = self.policy.flush()
             committed += more

@@ -27,3 +27,67 @@ def test_a_partial_restart_needs_four_tokens_and_half_the_text():
     assert cut_repetition(text + text[:5]) == text
     # a phrase said again that is not the text's start stays
     assert cut_repetition([1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6]) == [1, 2, 3, 4, 5, 6, 7, 3, 4, 5, 6]
+
+
+# -- the rest of the hallucination guard's helpers (no model) ------------------------------------
+
+from app.backends.whisper_ct2 import _merge_punctuation, compression_ratio, is_silence  # noqa: E402
+from app.core.text import norm  # noqa: E402
+from app.pipeline.messages import join_words  # noqa: E402
+from app.pipeline.protocols import Word  # noqa: E402
+from app.pipeline.stability import split_prefix  # noqa: E402
+
+
+def _w(*texts):
+    return [Word(t, i * 0.3, i * 0.3 + 0.3) for i, t in enumerate(texts)]
+
+
+def test_a_percent_sign_joins_its_number_and_is_not_written_twice():
+    # split on spaces Whisper's " 78" "%" came as two words; "%" has no comparison form, so the
+    # streaming prefix match (committed " 78%") kept the hypothesis's "%" as new: "78%%"
+    merged = _merge_punctuation(_w(" up", " 78", "%", " this", " year", "."))
+    assert [w.text for w in merged] == [" up", " 78%", " this", " year."]
+    committed = merged[:2]
+    again = _merge_punctuation(_w(" up", " 78", "%", " this"))
+    new = split_prefix(again, join_words(committed))
+    assert join_words(committed + new) == "up 78% this"
+
+
+def test_opening_marks_stay_with_the_next_word():
+    merged = _merge_punctuation(_w(" costs", " $", "5", " (", "about", ")", "."))
+    assert [w.text for w in merged] == [" costs", " $", "5", " (", "about)."]
+    assert _merge_punctuation(_w("大家", "好", "，", "增长", "12", "%", "。"))[-1].text == "12%。"
+
+
+def test_loops_compress_well_speech_does_not():
+    loop = "You can act with the system. " * 6
+    assert compression_ratio(loop) > 2.4
+    assert compression_ratio("Last month's revenue was 23 million yuan, up 12% year on year.") < 2.4
+    assert compression_ratio("") == 0.0
+
+
+def test_silence_needs_both_the_no_speech_probability_and_a_low_log_probability():
+    assert is_silence(0.8, -1.5)
+    assert not is_silence(0.8, -0.4)  # confident text over what looked like silence: kept
+    assert not is_silence(0.3, -1.5)  # unsure speech is still speech
+
+
+def test_english_words_never_glue_after_a_mark_but_a_word_straddling_a_prefix_stays_whole():
+    assert join_words(_w(" Let's", " start", " now.", "Today", " we"), "en") == "Let's start now. Today we"
+    assert join_words(_w(" up", " 12%,", "which", " is"), "en") == "up 12%, which is"
+    # "time" committed, then the rest of the word ("s") from the next hypothesis: one word
+    assert join_words(_w(" three", " time", "s", " the"), "en") == "three times the"
+    assert join_words(_w(" 3", ".5", " U", ".S."), "en") == "3.5 U.S."
+    # Chinese is joined as written
+    assert join_words(_w("大家好，", "我们", "开始", "吧。"), "zh") == "大家好，我们开始吧。"
+
+
+def test_a_text_that_reads_out_its_prompt_is_an_echo():
+    from app.backends.whisper_ct2 import reads_out_prompt
+
+    prompt = norm("Let's take a look at the design route of the new function in the capital.")
+    assert reads_out_prompt(norm("Let's take a look at"), prompt, 12)
+    assert reads_out_prompt(norm("Let's take a look at the design route of it. Then everyone"), prompt, 12)
+    assert not reads_out_prompt(norm("Then everyone will ask questions."), prompt, 12)
+    assert not reads_out_prompt(norm("the capital"), prompt, 12)  # a short phrase said again
+    assert not reads_out_prompt(norm("Let's take a look at the budget for next year and the risks"), prompt, 12)

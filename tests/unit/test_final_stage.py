@@ -23,6 +23,8 @@ from .fakes import FakeASR, FakeMT, FakeTTS, FakeVAD, speech
 
 def cfg(**final):
     final.setdefault("first_wait_s", 30.0)  # fed faster than real time: wait for the first pass
+    # the fake reads every sentence as the same four words: a loop to the repeat guard
+    final.setdefault("drop_repeats", False)
     return PipelineConfig(asr=ASRConfig(catch_up=False), mt=MTConfig(previews=False),
                           segmenter=SegmenterConfig(lang="en", eager_units=2), final=FinalConfig(**final),
                           supervision=SupervisorConfig(stall_s=30.0))
@@ -232,3 +234,21 @@ def test_a_stalled_second_pass_is_restarted_and_nothing_is_lost_or_shown_twice()
     covered = [s for f in finals for s in f.covers]
     assert sorted(covered) == sorted(pieces) and len(covered) == len(set(covered))
     assert not pipe.failed()
+
+
+def test_a_final_that_loops_on_the_previous_ones_is_dropped_and_takes_its_pieces_off():
+    # the fake reads every sentence as "w0z w1z w2z w3z.": the same sentence four times in a row,
+    # as Whisper looping on its prompt does. Twice is speech; the third and fourth are dropped as
+    # empty finals, which still cover (replace) the first-pass pieces of their spans
+    tts = FakeTTS()
+    pipe = StreamingPipeline(FakeASR(), FakeMT(), tts, FakeVAD(), cfg(drop_repeats=True), final_vad=FakeVAD())
+    events = run(pipe, speech(2.0, 1.0, repeats=4))
+    finals = finals_of(events)
+    pieces = [e.seq for e in events if type(e).__name__ == "Segment"]
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 2 + [""] * 2
+    assert all(not f.failed and f.covers for f in finals)
+    covered = [s for f in finals for s in f.covers]
+    assert sorted(covered) == sorted(pieces) and len(covered) == len(set(covered))
+    assert len(tts.texts) > 0 and " ".join(t for t, _ in tts.texts).split() == " ".join(
+        f.target for f in finals).split()
+    assert pipe.final_stage.repeats.dropped == 2
