@@ -15,7 +15,6 @@ import pytest
 
 from .conftest import DATA, ROOT, relay, summary_of
 
-sys.path.insert(0, str(ROOT / "bench" / "robust"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 pytestmark = pytest.mark.models
@@ -36,7 +35,13 @@ def _jfk_base():
 
 @pytest.fixture(scope="module")
 def variants(tmp_path_factory):
-    from build import variants as make
+    import importlib.util
+
+    # by path: another test may have imported bench/corpus/build.py as "build" already
+    spec = importlib.util.spec_from_file_location("robust_build", ROOT / "bench" / "robust" / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    make = mod.variants
 
     out = tmp_path_factory.mktemp("robust")
     audio, gaps = _jfk_base()
