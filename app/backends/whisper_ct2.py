@@ -336,6 +336,10 @@ class WhisperCT2:
         cut = cut_repetition(new)
         cut = self._cut_repeated_words(cut, prompt + " " + prefix_text)
         self.guard["cut_words"] += len(new) > len(cut)
+        if cut and not prefix_toks and not norm(self.tokenizer.decode(cut)):
+            # marks alone (" ." over music, "..." over noise): nothing was said. (After a forced
+            # prefix a lone mark is news: the sentence the prefix holds has ended.)
+            cut = []
         text_tokens = prefix_toks + cut
         if self._zh and _echoes_prompt(self.tokenizer.decode(cut)):
             # on a near-silent window Whisper may read out its own style prompt
