@@ -322,7 +322,6 @@ def test_a_client_that_never_reads_is_closed_within_the_send_timeout(shared, tra
 
 
 def test_bad_hellos_get_error_frames(shared, tracebacks):
-    from websockets.exceptions import ConnectionClosed
 
     srv = Running(shared)
     try:
@@ -337,20 +336,27 @@ def test_bad_hellos_get_error_frames(shared, tracebacks):
                           ('{"type":"hello","v":1,"pair":"zh-en","options":{"beam":NaN}}', "malformed")):
             ws = srv.connect()
             ws.send(raw)
-            e = fatal_error(ws)
+            e = refused(ws)
             assert e["code"] == code and ("not served" in e["message"] or code != "pair"), e
-            with pytest.raises(ConnectionClosed) as closed:
-                ws.recv(timeout=5)
-            assert closed.value.rcvd.code == 1008
         srv.wait_idle()
     finally:
         srv.stop()
 
 
+def refused(ws) -> dict:
+    """The fatal error a refused hello gets, after which the server closes with 1008."""
+    from websockets.exceptions import ConnectionClosed
+
+    e = fatal_error(ws)
+    with pytest.raises(ConnectionClosed) as closed:
+        ws.recv(timeout=5)
+    assert closed.value.rcvd.code == 1008
+    return e
+
+
 def test_the_profanity_setting_is_granted_applied_and_a_bad_value_refused(shared, tracebacks):
     """Feature "profanity": a client that asks gets it in its welcome and its session's pipeline
     filters as asked; one that predates it gets the text as before; a bad value is refused."""
-    from websockets.exceptions import ConnectionClosed
 
     srv = Running(shared)
     try:
@@ -368,11 +374,8 @@ def test_the_profanity_setting_is_granted_applied_and_a_bad_value_refused(shared
         ws = srv.connect()
         ws.send(P.encode_json({"type": "hello", "v": 1, "pair": "zh-en", "features": ["profanity"],
                                "profanity": "bleep"}))
-        e = fatal_error(ws)
+        e = refused(ws)
         assert e["code"] == "bad_options" and "profanity" in e["message"], e
-        with pytest.raises(ConnectionClosed) as closed:
-            ws.recv(timeout=5)
-        assert closed.value.rcvd.code == 1008
         srv.wait_idle()
     finally:
         srv.stop()
