@@ -57,8 +57,9 @@ class Running:
     def connect(self, token=TOKEN, **kw):
         from websockets.sync.client import connect
 
+        kw.setdefault("open_timeout", 30)  # a loaded 2-core CI machine once took over 10 s to answer
         ws = connect(self.url, ssl=self.ctx(), additional_headers={"Authorization": f"Bearer {token}"},
-                     subprotocols=[P.SUBPROTOCOL], compression=None, open_timeout=10, max_size=None,
+                     subprotocols=[P.SUBPROTOCOL], compression=None, max_size=None,
                      ping_interval=None, **kw)
         return ws.__enter__()
 
