@@ -443,6 +443,19 @@ class WhisperCT2:
                 out += [Word(w.text, w.start + t, w.end + t, w.probability) for w in words]
         return _to_script(out) if self._zh else out
 
+    def transcribe_continued(self, audio: np.ndarray, prefix: str, prompt: str = "",
+                             beam_size: int | None = None) -> list[Word]:
+        """A sentence decoded after the end of the one before it (the second pass): ``audio``
+        opens with that earlier speech, whose final text ``prefix`` is forced, so the model hears
+        and reads what led up to the sentence as a whole-file decode does. Returns all words,
+        the prefix's included, times relative to the audio start; at most 30 s of audio."""
+        if len(audio) > N_FRAMES * HOP:
+            raise ValueError("transcribe_continued takes at most 30 s of audio")
+        with self._lock:
+            feats = log_mel_reference(audio, self.n_mels, backend=self.accel)
+            _, words = self._decode(feats, prompt, prefix, beam_size)
+        return _to_script(words) if self._zh else words
+
     def warm_up(self, audio: np.ndarray) -> None:
         self.transcribe_utterance(audio)
         self._mel.reset()

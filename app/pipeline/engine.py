@@ -326,8 +326,9 @@ class SerialCascade(LocalEngine):
                 continue
             end = (self.ring.written // fs) * fs
             if end > pos:
-                probs = self.vad.process(np.ascontiguousarray(self.ring.read(pos, end)))
-                speech = gate(probs)
+                chunk = np.ascontiguousarray(self.ring.read(pos, end))
+                probs = self.vad.process(chunk)
+                speech = gate(probs, chunk)
                 self.voiced.add(pos, speech, fs)
                 for i in range(len(probs)):
                     t = pos + i * fs

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.audio import SR
+from app.core.text import norm
 from app.pipeline.gate import Hysteresis
 from app.pipeline.messages import (Control, ControlMessage, FinalSentence, Segment, Translation,
                                    join_words)
@@ -29,6 +30,7 @@ from app.pipeline.protocols import ASRBackend, MTBackend, VADBackend, Word
 from app.pipeline.queues import BoundedQueue, Closed, ControlChannel
 from app.pipeline.repeats import SentenceRepeats
 from app.pipeline.ringbuffer import AudioRing, Overrun
+from app.pipeline.stability import skip_prefix, split_prefix
 from app.pipeline.stage import Stage, Superseded
 
 log = logging.getLogger("relay.pipeline")
@@ -48,6 +50,13 @@ class FinalConfig:
     asr_beam: int = 5  # whole-sentence recognition, as an offline decode
     mt_beam: int = 4  # whole-sentence translation, as --serial
     prompt_finals: int = 2  # previous finals given to the recogniser as context
+    # the previous final's last seconds of speech are decoded again before the sentence, their
+    # text forced (a backend with ``transcribe_continued``): the model hears what led up to the
+    # sentence, as in a whole-file decode, instead of starting cold on its first word
+    # ("Ask not / Like your country": "what" lost at a pause; "an old supposed young man" for
+    # "an ill-disposed young man"). 0: off
+    context_s: float = 5.0
+    context_gap_s: float = 4.0  # no lead-in after a longer pause
     # before a final is published, the first pass gets up to this long to have shown the span's
     # pieces. On 2 cores this is faster than not waiting: the final's model calls then run while the
     # first pass is idle instead of beside it (CTranslate2's teams contend; real time, 2 runs each:
@@ -163,6 +172,8 @@ class FinalStage(Stage):
         self.max_backlog_s = 0.0
         self.time_s = {"asr": 0.0, "mt": 0.0, "wait_first_pass": 0.0}  # where the second pass spends its time
         self._prompt: list[str] = []
+        self._context: tuple[list[Word], int] | None = None  # the previous final's words and end sample
+        self.context = {"used": 0, "fallback": 0}  # decodes after the previous final's speech, and retries without it
         # a final that only repeats the ones before it (Whisper looping on its prompt) is dropped:
         # see SentenceRepeats for when a repeat is a loop and when it is speech
         self.repeats = SentenceRepeats(lang)
@@ -194,7 +205,7 @@ class FinalStage(Stage):
                     self._lost_audio(end)
                     continue
                 probs = self.watched(self.vad.process, chunk)
-                speech = self._gate(probs)
+                speech = self._gate(probs, chunk)
                 base = self.pos
                 for i, p in enumerate(probs):
                     t = base + i * fs
@@ -351,9 +362,57 @@ class FinalStage(Stage):
         self.time_s["wait_first_pass"] += self.clock.now() - t
 
     def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
-        prompt = "".join(self._prompt) if self.lang in ("zh", "ja") else " ".join(self._prompt)
+        ctx = self._lead_in(int(round(offset * SR)), len(audio))
+        if ctx is not None:
+            words = self._recognise_continued(audio, offset, *ctx)
+            if words is not None:
+                return words
+        prompt = self._prompt_text(self._prompt)
         words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
         return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
+
+    def _prompt_text(self, finals: list[str]) -> str:
+        return "".join(finals) if self.lang in ("zh", "ja") else " ".join(finals)
+
+    def _lead_in(self, start: int, n: int) -> tuple[np.ndarray, str] | None:
+        """The previous final's last ``context_s`` of speech (its audio, up to where that final
+        ended, and its text) to decode before a sentence at sample ``start``; None when there is
+        none, its audio is gone, or the two would pass 30 s."""
+        if self.cfg.context_s <= 0 or self._context is None or not hasattr(self.asr, "transcribe_continued"):
+            return None
+        words, stop = self._context
+        tail = [w for w in words if w.start >= words[-1].end - self.cfg.context_s]
+        prefix = join_words(tail, self.lang)
+        if not tail or not norm(prefix):
+            return None
+        first = max(0, int((tail[0].start - 0.1) * SR))
+        # the pause between the two stays as it was: cut out, the model runs the sentences
+        # together and hears less well ("an old-sposed young man" spliced, "an ill-disposed
+        # young man" with the 2.4 s pause kept); after a long one there is no lead-in
+        if start - stop > int(self.cfg.context_gap_s * SR) or start - first + n > int(29.0 * SR):
+            return None
+        try:
+            return np.array(self.ring.read(first, start)), prefix
+        except Overrun:
+            return None
+
+    def _recognise_continued(self, audio: np.ndarray, offset: float, lead: np.ndarray, prefix: str) -> list[Word] | None:
+        """The sentence decoded after ``lead`` (the previous final's speech, text ``prefix``
+        forced); None when the model heard nothing new after it or wrote the prefix otherwise:
+        the sentence is then decoded alone."""
+        prompt = self._prompt_text(self._prompt[:-1])  # the last final is the prefix itself
+        both = level(np.concatenate([lead, audio]))
+        words = self.watched(self.asr.transcribe_continued, both, prefix, prompt=prompt, beam_size=self.asr_beam)
+        new = split_prefix(words, prefix)
+        if new is None:
+            new = skip_prefix(words, prefix)
+        if not new or not norm(join_words(new, self.lang)):
+            self.context["fallback"] += 1
+            return None
+        self.context["used"] += 1
+        shift = len(lead) / SR
+        return [Word(w.text, max(0.0, w.start - shift) + offset, max(0.0, w.end - shift) + offset, w.probability)
+                for w in new]
 
     def _publish_first_pass(self, pieces, start, stop, reason, started) -> Translation | None:
         if not pieces:
@@ -378,6 +437,7 @@ class FinalStage(Stage):
         self.finals += 1
         if not failed and source.strip():
             self._prompt = (self._prompt + [source])[-self.cfg.prompt_finals:]
+        self._context = (list(words), stop) if words and not failed else None
         self.bus.publish(fin)
         if not target.strip():
             return None

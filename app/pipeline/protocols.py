@@ -38,6 +38,10 @@ class ASRBackend(Protocol):
         used as context, ``beam_size`` overrides the backend's beam."""
         ...
 
+    # Optional (the second pass uses it when a backend has it): ``transcribe_continued(audio,
+    # prefix, prompt="", beam_size=None)``: ``audio`` opens with earlier speech whose text
+    # ``prefix`` is forced; returns all words, the prefix's included, times from the audio start.
+
 
 class MTBackend(Protocol):
     """Translates text; ``target_prefix`` is target text the output must begin with."""

@@ -182,7 +182,7 @@ class Recognizer:
         # energy gate (accel kernel): frames near digital silence are never speech, whatever
         # the VAD model says about them
         rms_db, _ = frame_features(audio, fs, backend=self.accel)
-        speech = self._gate(probs) & (rms_db[: len(probs)] > self.cfg.silence_db)
+        speech = self._gate(probs, audio) & (rms_db[: len(probs)] > self.cfg.silence_db)
         if self.voiced is not None:
             self.voiced.add(self._vad_pos, speech, fs)
         idx = np.nonzero(speech)[0]
