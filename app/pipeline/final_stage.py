@@ -371,6 +371,11 @@ class FinalStage(Stage):
         words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
         return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
 
+    @property
+    def narrow_band(self) -> bool:
+        """The gate found the audio narrow-band (a telephone line) and halved its thresholds."""
+        return self._gate.narrow
+
     def _prompt_text(self, finals: list[str]) -> str:
         return "".join(finals) if self.lang in ("zh", "ja") else " ".join(finals)
 

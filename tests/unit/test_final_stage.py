@@ -13,6 +13,7 @@ from app.pipeline.engine import PipelineConfig, StreamingPipeline, erased_chars
 from app.pipeline.final_stage import FinalConfig
 from app.pipeline.messages import Control, DubChunk, FinalSentence
 from app.pipeline.mt_stage import MTConfig
+from app.pipeline.protocols import Word
 from app.pipeline.queues import ControlChannel, FakeClock
 from app.pipeline.recognizer import ASRConfig
 from app.pipeline.segmenter import SegmenterConfig
@@ -252,3 +253,68 @@ def test_a_final_that_loops_on_the_previous_ones_is_dropped_and_takes_its_pieces
     assert len(tts.texts) > 0 and " ".join(t for t, _ in tts.texts).split() == " ".join(
         f.target for f in finals).split()
     assert pipe.final_stage.repeats.dropped == 2
+
+
+class LeadInASR(FakeASR):
+    """Has ``transcribe_continued``: hears the lead-in (everything before the audio's last pause)
+    as the forced prefix and numbers the sentence's words n0, n1, ... from the last pause on.
+    ``echo``: it writes the prefix and nothing after it (the fallback case)."""
+
+    def __init__(self, echo=False):
+        super().__init__()
+        self.echo = echo
+        self.continued = []  # (audio seconds, prefix)
+
+    def transcribe_continued(self, audio, prefix, prompt="", beam_size=None):
+        self.continued.append((len(audio) / SR, prefix))
+        on = np.abs(audio) > 0
+        # the sentence starts after the last run of silence of 0.5 s or more
+        start = 0
+        for i in np.flatnonzero(~on[:-1] & on[1:]) + 1:
+            gap = i - (np.flatnonzero(on[:i])[-1] + 1 if on[:i].any() else 0)
+            if gap >= SR // 2:
+                start = i
+        words = [Word(" " + t, 0.1 * k, 0.1 * (k + 1)) for k, t in enumerate(prefix.split())]
+        if self.echo:
+            return words
+        n = (len(audio) - start) // int(0.5 * SR)
+        t0 = start / SR
+        return words + [Word(f" n{k}z" + ("." if k == n - 1 else ""), t0 + 0.5 * k, t0 + 0.5 * (k + 1))
+                        for k in range(n)]
+
+
+def test_the_second_pass_hears_the_previous_sentence_before_the_next_and_keeps_only_the_new_words():
+    asr = LeadInASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
+    events = run(pipe, speech(2.0, 1.0, repeats=3))
+    finals = finals_of(events)
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z.", "n0z n1z n2z n3z.", "n0z n1z n2z n3z."]
+    # each later sentence was decoded after the previous final's speech, its text forced
+    assert [p for _, p in asr.continued] == ["w0z w1z w2z w3z.", "n0z n1z n2z n3z."]
+    assert all(secs >= 2.0 + 1.0 + 2.0 for secs, _ in asr.continued)  # lead-in + pause + sentence
+    # the new words keep their own times, in the sentence's span, not the lead-in's
+    for f in finals[1:]:
+        assert f.src_start - 0.01 <= f.words[0].start and f.words[-1].end <= f.src_end + 0.6, (f.words, f.src_start)
+    assert pipe.stage_stats()["final"]["lead_in_used"] == 2
+    covered = [s for f in finals for s in f.covers]
+    assert len(covered) == len(set(covered))
+
+
+def test_a_lead_in_that_yields_nothing_new_falls_back_to_the_sentence_alone():
+    asr = LeadInASR(echo=True)
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=3)))
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 3 and len(asr.continued) == 2
+    st = pipe.stage_stats()["final"]
+    assert (st["lead_in_used"], st["lead_in_fallback"]) == (0, 2)
+
+
+def test_no_lead_in_after_a_long_pause_or_when_switched_off():
+    asr = LeadInASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 5.0, repeats=2)))  # 5 s apart: past context_gap_s
+    assert len(finals) == 2 and not asr.continued
+    asr = LeadInASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(context_s=0), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=2)))
+    assert len(finals) == 2 and not asr.continued

@@ -28,3 +28,47 @@ def test_a_quiet_sentence_is_brought_up_and_a_normal_one_left_alone():
     assert level(normal) is normal
     silent = np.zeros(1600, dtype=np.float32)
     assert level(silent) is silent
+
+
+def _speech():
+    import soundfile as sf
+    from pathlib import Path
+    audio, sr = sf.read(Path(__file__).parents[1] / "data" / "jfk.wav", dtype="float32")
+    assert sr == 16000
+    return audio if audio.ndim == 1 else audio.mean(axis=1)
+
+
+def _telephone(audio):
+    """300-3400 Hz, as a telephone line passes it (a brick-wall filter over the whole clip)."""
+    spec = np.fft.rfft(audio)
+    f = np.fft.rfftfreq(len(audio), 1 / 16000)
+    spec[(f < 300) | (f > 3400)] = 0
+    return np.fft.irfft(spec, len(audio)).astype(np.float32)
+
+
+def test_the_band_watch_tells_a_telephone_line_from_wideband_speech_and_silence():
+    from app.pipeline.gate import BandWatch
+    speech = _speech()
+    wide, phone, quiet = BandWatch(), BandWatch(), BandWatch()
+    for off in range(0, len(speech), 1600):  # in blocks, as the audio arrives
+        wide.feed(speech[off:off + 1600])
+        phone.feed(_telephone(speech)[off:off + 1600])
+        quiet.feed(np.zeros(1600, dtype=np.float32))
+    assert phone.narrow and not wide.narrow and not quiet.narrow
+    # music or noise kept to the low band is not mistaken for a line until there is enough of it
+    early = BandWatch()
+    assert not early.feed(_telephone(speech)[:2048 * 8])
+
+
+def test_the_gate_halves_its_thresholds_on_a_telephone_line_only():
+    speech = _speech()[: 16000 * 4]
+    probs = np.full(len(speech) // 512, 0.2, dtype=np.float32)  # a voice Silero barely hears
+    heard = {}
+    for name, audio in (("wide", speech), ("phone", _telephone(speech)), ("none", None)):
+        g = Hysteresis(0.3, 0.15)
+        out = [g(probs[i:i + 5], None if audio is None else audio[i * 512:(i + 5) * 512])
+               for i in range(0, len(probs), 5)]
+        heard[name] = (float(np.concatenate(out).mean()), g.narrow)
+    assert heard["wide"] == (0.0, False) and heard["none"] == (0.0, False)
+    share, narrow = heard["phone"]
+    assert narrow and share > 0.4  # from the 16th loud piece (about 2 s) on
