@@ -39,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-tts", action="store_true", help="skip speech synthesis")
     r.add_argument("--no-final-pass", action="store_true",
                    help="show, export and dub the first pass's pieces; no second pass over whole sentences")
+    r.add_argument("--final-lead-in", type=float, default=None, metavar="S",
+                   help="the second pass decodes each sentence after the last S seconds of the previous "
+                        "final's speech, that text forced (default 5; 0: each sentence alone)")
     r.add_argument("--profanity", choices=PROFANITY_MODES, default=PROFANITY_DEFAULT,
                    help="what subtitles, exports and the dub make of profanity: masked (f***, the default), "
                         "removed, or raw (as recognised and translated)")

@@ -28,7 +28,8 @@ def options_from_args(args) -> SessionOptions:
                           confident_commit=args.confident_commit, confident_lookahead=args.confident_lookahead,
                           asr_model=args.asr_model, preview=args.preview, eager=args.eager, threads=args.threads,
                           accel=args.accel, speculative=args.speculative, policy=args.policy,
-                          final_pass=not args.no_final_pass, profanity=args.profanity)
+                          final_pass=not args.no_final_pass, final_lead_in=args.final_lead_in,
+                          profanity=args.profanity)
 
 
 def _check_combinations(args) -> None:

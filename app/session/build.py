@@ -79,7 +79,8 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfi
         segmenter=segmenter_config(models.out_lang, opts.eager),
         final=FinalConfig(enabled=opts.final_pass, asr_beam=t.final_asr_beam,
                           first_wait_s=1.0 if opts.realtime else 120.0,
-                          mt_beam=mt_beam(opts.beam, whole_sentences=True)),
+                          mt_beam=mt_beam(opts.beam, whole_sentences=True),
+                          context_s=pick(opts.final_lead_in, FinalConfig.context_s)),
         shown=shown_text(opts.profanity, *text_languages(models, opts.pair)),
     )
 

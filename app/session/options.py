@@ -40,6 +40,8 @@ class SessionOptions:
     # the second pass: each whole sentence recognised and translated again, and shown, exported
     # and dubbed in place of the first pass's pieces (off: the first pass's pieces stay)
     final_pass: bool = True
+    # seconds of the previous final's speech the second pass decodes before each sentence (None: 5)
+    final_lead_in: float | None = None
     # what subtitles, exports and the dub make of profanity: masked (f***), removed or raw
     # (app/core/profanity.py; the word lists are resources/profanity/<lang>.txt)
     profanity: str = PROFANITY_DEFAULT
@@ -56,6 +58,8 @@ class SessionOptions:
                             ("--confident-lookahead", self.confident_lookahead)):
             if value is not None and not 0 <= value <= 3:
                 raise UserError(f"{flag} must be between 0 and 3 seconds")
+        if self.final_lead_in is not None and not 0 <= self.final_lead_in <= 10:
+            raise UserError("--final-lead-in must be between 0 (off) and 10 seconds")
         if self.confident_commit is not None and not 0 <= self.confident_commit <= 1:
             raise UserError("--confident-commit must be a probability between 0 (off) and 1")
         if self.preview not in ("auto", "on", "off"):

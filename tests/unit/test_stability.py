@@ -173,6 +173,9 @@ def test_first_commit_margin_defaults_and_bounds():
         SessionOptions(pair="zh-en", confident_commit=1.5).validate()
     with pytest.raises(UserError, match="--confident-lookahead"):
         SessionOptions(pair="zh-en", confident_lookahead=-0.1).validate()
+    with pytest.raises(UserError, match="--final-lead-in"):
+        SessionOptions(pair="zh-en", final_lead_in=11).validate()
+    SessionOptions(pair="zh-en", final_lead_in=0).validate()
 
 
 def test_mt_beam_defaults_greedy_for_pieces_and_beam_search_for_whole_sentences():
