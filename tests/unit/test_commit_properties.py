@@ -105,12 +105,16 @@ class AdversarialASR:
         self.data = data
         self.committed = rec_committed  # () -> the words committed so far (for the echo)
         self.calls = 0
+        self.garbage_n = 0
         self.dropped_last = False
         self.log: list[str] = []  # what each call heard and said, for a failure's message
 
     def garbage(self, k: int) -> str:
-        n = self.calls * 8 + k
-        return f" q{n}" if self.spaced else chr(0x7000 + n % 0x1000)
+        # a word never said before: a counter (calls * 8 + k once collided: call 7's word 11 and
+        # call 8's word 3 were the same garbage, which two hypotheses then rightly agreed on)
+        self.garbage_n += 1
+        n = self.garbage_n
+        return f" q{n}" if self.spaced else chr(0x7000 + n % 0x2000)
 
     def draw(self, strategy, label):
         return self.data.draw(strategy, label=label)
