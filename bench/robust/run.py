@@ -146,7 +146,11 @@ def main() -> int:
                "words_out": len(en_tokens(hyp)), "words_ref": len(en_tokens(ref)),
                "coverage": s.get("coverage"), "lost_speech_s": s.get("lost_speech_s"),
                **{f"sent_{k}": val for k, val in sentence_checks(sentences, hyp).items()},
-               "wall_s": round(time.monotonic() - t, 1), "rtf": s.get("rtf")}
+               "wall_s": round(time.monotonic() - t, 1), "rtf": s.get("rtf"),
+               # whether the voice gate took the audio for a telephone line (gate.BandWatch), and
+               # how many finals decoded with the previous final's words as lead-in
+               "narrow_band": (s.get("stages") or {}).get("final", {}).get("narrow_band"),
+               "lead_in_used": (s.get("stages") or {}).get("final", {}).get("lead_in_used")}
         if pack is not None:
             off = offline_transcript(wav, pack, "en")
             row["offline_wer"] = round(wer(ref, off), 2)
