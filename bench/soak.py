@@ -107,11 +107,13 @@ def main() -> int:
     import psutil
 
     proc = psutil.Process()
+    # the hogs first: their process handles and multiprocessing's resource tracker hold fds of
+    # this process, which are the benchmark's, not the session's
+    hogs = start_hogs(args.hog)
     before = {"threads": threading.active_count(), "fds": proc.num_fds()}
     pipe = build_pipeline(models, opts)
     pipe.record.keep_dub_audio = args.keep_dub
     sampler = Sampler(args.sample_s, pipe.clock.now)
-    hogs = start_hogs(args.hog)
     pipe.start()
     sampler.start()
     t0 = time.monotonic()
