@@ -142,6 +142,7 @@ def main() -> int:
         s = run_relay(wav, args.pair, extra)
         hyp = " ".join(seg["source"] for seg in s["segments"])
         first = " ".join(p.get("source", "") for p in s.get("first_pass") or [])
+        final = (s.get("stages") or {}).get("final", {})
         row = {"variant": name, "wer": round(wer(ref, hyp), 2), "first_pass_wer": round(wer(ref, first), 2) if first else None,
                "words_out": len(en_tokens(hyp)), "words_ref": len(en_tokens(ref)),
                "coverage": s.get("coverage"), "lost_speech_s": s.get("lost_speech_s"),
@@ -149,8 +150,7 @@ def main() -> int:
                "wall_s": round(time.monotonic() - t, 1), "rtf": s.get("rtf"),
                # whether the voice gate took the audio for a telephone line (gate.BandWatch), and
                # how many finals decoded with the previous final's words as lead-in
-               "narrow_band": (s.get("stages") or {}).get("final", {}).get("narrow_band"),
-               "lead_in_used": (s.get("stages") or {}).get("final", {}).get("lead_in_used")}
+               "narrow_band": final.get("narrow_band"), "lead_in_used": final.get("lead_in_used")}
         if pack is not None:
             off = offline_transcript(wav, pack, "en")
             row["offline_wer"] = round(wer(ref, off), 2)

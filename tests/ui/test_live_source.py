@@ -5,7 +5,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pytestqt.exceptions import TimeoutError
+from pytestqt.exceptions import TimeoutError as WaitTimeout
 
 from app.ui.window import MainWindow
 from tests.integration.test_live_audio import start_pulse
@@ -46,7 +46,7 @@ def test_window_interprets_system_audio_and_plays_the_dub(qtbot, settings_dir):
     try:
         qtbot.waitUntil(lambda: sum(1 for ln in w.model.data_.lines if ln.target and ln.final_id is not None) >= 2,
                         timeout=60_000)
-    except TimeoutError:
+    except WaitTimeout:
         pytest.fail(f"fewer than 2 final lines 60 s after the clips: {diagnose(w)}")
     text = " ".join(ln.target for ln in w.model.data_.lines if ln.target).lower()
     assert "third quarter" in text or "sales" in text, text

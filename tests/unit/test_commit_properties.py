@@ -109,7 +109,7 @@ class AdversarialASR:
         self.dropped_last = False
         self.log: list[str] = []  # what each call heard and said, for a failure's message
 
-    def garbage(self, k: int) -> str:
+    def garbage(self) -> str:
         # a word never said before: a counter (calls * 8 + k once collided: call 7's word 11 and
         # call 8's word 3 were the same garbage, which two hypotheses then rightly agreed on)
         self.garbage_n += 1
@@ -156,9 +156,9 @@ class AdversarialASR:
         for j, w in enumerate(heard):
             settled = we - w.end >= SETTLE_S or we >= self.run_end[after + j] + SILENT_S
             if w.end > we:  # cut by the window's end
-                body.append(("", w.start, w.end) if rnd.random() < 0.5 else (self.garbage(j), w.start, we))
+                body.append(("", w.start, w.end) if rnd.random() < 0.5 else (self.garbage(), w.start, we))
             elif not settled and j >= len(heard) - n_unstable:
-                body.append(("", w.start, w.end) if rnd.random() < 0.3 else (self.garbage(j), w.start, w.end))
+                body.append(("", w.start, w.end) if rnd.random() < 0.3 else (self.garbage(), w.start, w.end))
             else:
                 body.append((w.text, w.start, w.end))
         body = [b for b in body if b[0]]
