@@ -67,8 +67,20 @@ def test_abort_is_harmless_before_start_and_after_finish():
     assert segments and pipe.record.segments == segments and not pipe.failed()
 
 
+class HeldMT(FakeMT):
+    """Blocks in its first call until released: the segment queue fills however slow the box is."""
+
+    def __init__(self):
+        super().__init__(delay=0.2)
+        self.release = threading.Event()
+
+    def translate(self, source, target_prefix="", beam_size=None):
+        self.release.wait(30)
+        return super().translate(source, target_prefix, beam_size)
+
+
 def test_abort_drops_what_is_queued_instead_of_working_through_it():
-    mt = FakeMT(delay=0.2)
+    mt = HeldMT()
     c = cfg()
     c.segmenter = SegmenterConfig(lang="en", eager_units=1)  # a piece per commit: a long MT queue
     pipe = StreamingPipeline(FakeASR(), mt, None, FakeVAD(), c)
@@ -76,9 +88,11 @@ def test_abort_drops_what_is_queued_instead_of_working_through_it():
     audio = speech(8.0, 1.0)
     for off in range(0, len(audio), 1600):
         pipe.push_audio(audio[off:off + 1600], wait_if_full=True)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30
     while len(pipe.seg_q) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert len(pipe.seg_q) >= 3, "the segment queue never filled behind the held translator"
+    mt.release.set()  # the call in flight ends (a model call cannot be cut short); the queue is dropped
     t0 = time.monotonic()
     pipe.abort()
     assert time.monotonic() - t0 < 1.0 and not any(s.is_alive() for s in pipe.stages)
