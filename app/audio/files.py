@@ -1,9 +1,16 @@
-"""Reading audio files into 16 kHz mono float32, with one-line errors for bad input."""
+"""Reading audio files into 16 kHz mono float32, with one-line errors for bad input.
+
+``load_audio`` decodes a whole file into one array (short clips, the warm-up, the self-test).
+``open_audio`` is what a session uses: a file libsndfile reads (WAV, FLAC, Ogg, ...) is checked
+in one pass and then read block by block while the session runs, so a three-hour recording
+costs a block of memory, not 0.7 GB of samples; other formats (MP3, M4A, ...) are decoded whole.
+"""
 
 from __future__ import annotations
 
 import os
 import wave
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,16 +22,15 @@ from app.accel.resample import resample_oneshot
 from app.core.audio import SR
 from app.core.errors import UserError
 
-MAX_FILE_SECONDS = 6 * 3600  # a longer file is refused rather than exhausting memory
+MAX_FILE_SECONDS = 6 * 3600  # a longer file is refused: split it (the session's record grows with it)
+READ_BLOCK = 1 << 18  # frames per read when a file is streamed (5.5 s at 48 kHz)
 
 
 def _display(path) -> str:
     return os.fsdecode(path).encode("utf-8", "replace").decode("utf-8")
 
 
-def load_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray:
-    p = Path(path)
-    name = _display(p)
+def _check_path(p: Path, name: str) -> None:
     if not p.exists():
         raise UserError(f"{name}: no such file")
     if p.is_dir():
@@ -33,6 +39,12 @@ def load_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray:
         raise UserError(f"{name}: permission denied")
     if p.stat().st_size == 0:
         raise UserError(f"{name}: the file is empty")
+
+
+def load_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray:
+    p = Path(path)
+    name = _display(p)
+    _check_path(p, name)
     audio, sr = _read_soundfile(p)
     if audio is None:
         audio, sr = _read_av(p, name)
@@ -62,6 +74,85 @@ def resample(audio: np.ndarray, sr_in: int, sr_out: int, accel: str = "numpy") -
         if backend != "numpy":  # the NumPy reference is for tests: ~70x slower than soxr
             return resample_oneshot(audio, sr_in, sr_out, backend=backend).astype(np.float32)
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32)
+
+
+class FileStream:
+    """A file libsndfile reads, as 16 kHz mono float32 blocks read while they are used. Made by
+    ``open_audio`` after a pass over the whole file found it readable and its samples finite."""
+
+    def __init__(self, path: Path, name: str, rate: int, frames: int, accel: str):
+        self.path, self.name, self.rate, self.frames, self.accel = path, name, rate, frames, accel
+        self.n_samples = frames if rate == SR else int(round(frames * SR / rate))
+
+    def __len__(self) -> int:
+        return self.n_samples
+
+    def _resampler(self):
+        """``f(block, last) -> 16 kHz samples``: our streaming kernel for the rates it has, soxr's
+        stream (the same HQ filter ``load_audio`` uses) for the others."""
+        if self.rate == SR:
+            return lambda x, last: x
+        if self.rate in ACCEL_RATES:
+            try:
+                backend = choose_backend(self.accel)
+            except ValueError as e:
+                raise UserError(str(e)) from None
+            if backend != "numpy":
+                from app.accel.resample import StreamingResampler
+
+                r = StreamingResampler(self.rate, SR, backend)
+                return lambda x, last: np.concatenate([r.process(x), r.flush()]) if last else r.process(x)
+        stream = soxr.ResampleStream(self.rate, SR, 1, dtype="float32", quality="HQ")
+        return lambda x, last: stream.resample_chunk(x, last=last)
+
+    def blocks(self, size: int) -> Iterator[np.ndarray]:
+        """16 kHz blocks of exactly ``size`` samples (the last one shorter)."""
+        resample = self._resampler()
+        pending = np.zeros(0, np.float32)
+        try:
+            with sf.SoundFile(str(self.path)) as f:
+                while True:
+                    data = f.read(READ_BLOCK, dtype="float32", always_2d=True)
+                    last = len(data) < READ_BLOCK
+                    x = np.ascontiguousarray(data.mean(axis=1) if data.shape[1] > 1 else data[:, 0])
+                    pending = np.concatenate([pending, resample(x, last).astype(np.float32, copy=False)])
+                    while len(pending) >= size:
+                        yield pending[:size]
+                        pending = pending[size:]
+                    if last:
+                        break
+        except (RuntimeError, sf.LibsndfileError) as e:  # changed on disk since it was checked
+            raise UserError(f"{self.name}: could not be read to the end ({str(e).splitlines()[0]})") from None
+        if len(pending):
+            yield pending
+
+
+def open_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray | FileStream:
+    """The file checked (one-line errors as ``load_audio`` gives them) and ready to stream;
+    formats libsndfile cannot read come back decoded whole."""
+    p = Path(path)
+    name = _display(p)
+    _check_path(p, name)
+    try:
+        with sf.SoundFile(str(p)) as f:
+            rate, frames = f.samplerate, f.frames
+            if frames > MAX_FILE_SECONDS * rate:
+                raise UserError(f"{name}: longer than {MAX_FILE_SECONDS // 3600} hours; split it first")
+            n = 0
+            while True:  # the checking pass: a block of memory, whatever the length
+                data = f.read(READ_BLOCK, dtype="float32", always_2d=True)
+                if not np.isfinite(data).all():
+                    raise UserError(f"{name}: contains invalid (NaN/Inf) samples")
+                n += len(data)
+                if len(data) < READ_BLOCK:
+                    break
+    except UserError:
+        raise
+    except (RuntimeError, sf.LibsndfileError, TypeError, ValueError):
+        return load_audio(p, accel)  # not a libsndfile format (or cut short): decoded whole
+    if n == 0:
+        raise UserError(f"{name}: contains no audio samples")
+    return FileStream(p, name, rate, n, accel)
 
 
 def _read_soundfile(p: Path):

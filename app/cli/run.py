@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 
-from app.audio.files import load_audio
+from app.audio.files import open_audio
 from app.audio.live import LiveSource
 from app.cli.printer import DevicePrinter, Printer, print_result
 from app.cloud.client import CloudClient
@@ -70,7 +70,7 @@ def cmd_run(args) -> int:
         source = LiveSource(args.source, args.dub_device, args.passthrough, args.duck, duration=args.duration,
                             dub=not opts.no_tts, accel=opts.accel_request)
     else:
-        source = FileSource(load_audio(args.input, accel=opts.accel_request), os.fsdecode(args.input),
+        source = FileSource(open_audio(args.input, accel=opts.accel_request), os.fsdecode(args.input),
                             realtime=opts.realtime)
     outputs = Outputs(args.srt, args.vtt, args.dub_out)
     local_models = not (args.cloud and args.no_fallback)

@@ -58,17 +58,22 @@ class Source(Protocol):
         """Fields this source adds to the summary."""
 
 
-def feed_array(session: RunningSession, audio: np.ndarray, realtime: bool,
+def feed_array(session: RunningSession, audio, realtime: bool,
                stop: threading.Event | None = None) -> bool:
-    """Feed 16 kHz mono audio in capture-sized blocks; True when stopped before the end."""
+    """Feed 16 kHz mono audio in capture-sized blocks; True when stopped before the end.
+    ``audio``: an array, or anything whose ``blocks(size)`` yields them (a streamed file)."""
     block = int(BLOCK_S * SR)
+    blocks = (audio.blocks(block) if hasattr(audio, "blocks")
+              else (audio[off: off + block] for off in range(0, len(audio), block)))
     t0 = session.clock.now()
-    for off in range(0, len(audio), block):
+    off = 0
+    for chunk in blocks:
         if stop is not None and stop.is_set():
             return True
+        off += len(chunk)
         if realtime:
-            session.clock.sleep_until(t0 + (off + block) / SR)
-        session.push_audio(audio[off: off + block], wait_if_full=not realtime)
+            session.clock.sleep_until(t0 + off / SR)
+        session.push_audio(chunk, wait_if_full=not realtime)
         if session.failed():
             break
     return False
@@ -81,7 +86,8 @@ class FileSource:
     live = False
     capture = None
 
-    def __init__(self, audio: np.ndarray, label: str, realtime: bool = True, dub=None):
+    def __init__(self, audio, label: str, realtime: bool = True, dub=None):
+        """``audio``: a 16 kHz array or an ``app.audio.files.FileStream`` (read as it is fed)."""
         self.audio, self.label, self.realtime, self.dub = audio, label, realtime, dub
 
     def attach(self, session: RunningSession) -> None:

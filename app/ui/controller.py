@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import psutil
 from PySide6.QtCore import QObject, Signal
 
-from app.audio.files import load_audio
+from app.audio.files import open_audio
 from app.audio.live import DeviceDub, LiveSource
 from app.cloud.client import CloudClient
 from app.core.audio import SR
@@ -196,7 +196,7 @@ class SessionController(QObject):
             if not req.file_path:
                 raise UserError("choose an audio file first")
             self.status.emit("Reading the audio file…")
-            audio = load_audio(req.file_path, accel=opts.accel_request)
+            audio = open_audio(req.file_path, accel=opts.accel_request)
             source = FileSource(audio, req.file_path, realtime=True)
             label = f"Interpreting {os.path.basename(req.file_path)} ({len(audio) / SR:.0f} s)"
         else:
