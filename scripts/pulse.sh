@@ -21,10 +21,13 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 if ! pactl info >/dev/null 2>&1; then
+  # the socket last: no client connects before every device exists (one that did landed on
+  # the default source, not the one it asked for)
   args=(-n --daemonize=yes --exit-idle-time=-1 --log-target=stderr
-        --load=module-native-protocol-unix
         "--load=module-null-sink sink_name=meeting sink_properties=device.description=Meeting"
-        "--load=module-null-sink sink_name=dub sink_properties=device.description=Dub")
+        "--load=module-null-sink sink_name=dub sink_properties=device.description=Dub"
+        "--load=module-null-source source_name=desk_mic"
+        --load=module-native-protocol-unix)
   [ "$(id -u)" = 0 ] && args+=(--system=no)
   pulseaudio "${args[@]}" 2>/tmp/relay-pulse.log || { echo "pulse.sh: pulseaudio did not start:"; tail -5 /tmp/relay-pulse.log; exit 1; }
   for _ in $(seq 50); do pactl info >/dev/null 2>&1 && break; sleep 0.1; done

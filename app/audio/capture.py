@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from app.accel.resample import StreamingResampler
-from app.audio.devices import AudioDevice, env_set, open_env
+from app.audio.devices import AudioDevice, env_set, open_env, pulse_route
 from app.core.audio import SR
 from app.core.errors import UserError
 from app.pipeline.latency import percentiles
@@ -135,7 +135,11 @@ class LiveCapture:
         with env_set(open_env(self.device, output=False)):
             s = sd.InputStream(device=self.device.portaudio_name, channels=1, samplerate=self.rate,
                                dtype="float32", blocksize=self.block, latency="low", callback=self._callback)
-        s.start()
+            s.start()
+            wrong = pulse_route(self.device, output=False)  # never the microphone by mistake
+        if wrong is not None:
+            close_stream(s)
+            raise OSError(wrong)
         self._pa_offset = time.monotonic() - s.time
         # PulseAudio streams can take a second to start calling back: judge only after a grace
         self._last_cb = s.time + STARTUP_GRACE_S

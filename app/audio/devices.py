@@ -16,13 +16,17 @@ import contextlib
 import ctypes
 import ctypes.util
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 
 from app.core.errors import UserError
+
+log = logging.getLogger("relay.audio")
 
 PULSE_ALSA_DEVICE = "pulse"
 
@@ -244,21 +248,66 @@ def open_env(dev: AudioDevice, output: bool) -> dict:
     return {"PULSE_SINK" if output else "PULSE_SOURCE": dev.id}
 
 
+def pulse_route(dev: AudioDevice, output: bool) -> str | None:
+    """After a stream on the ALSA ``pulse`` device started (inside ``env_set``): make sure it is
+    on ``dev`` and move it there if not. A client that connects while a restarted server is
+    still loading its devices, or whose open missed PULSE_SOURCE/PULSE_SINK, lands on the
+    default device: for the capture that is often the microphone, so Relay would interpret the
+    wrong sound (or play the dub into the meeting). Returns None when the streams are where they
+    should be (or this is not a PulseAudio-compatible server), else why they could not be put
+    there; the caller then treats the open as failed and retries."""
+    if dev.backend != "pulse" or shutil.which("pactl") is None:
+        return None
+    kind, field_, move = (("sinks", "sink", "move-sink-input") if output
+                          else ("sources", "source", "move-source-output"))
+    devices = _pactl("-f", "json", "list", "short", kind)
+    streams = _pactl("-f", "json", "list", "sink-inputs" if output else "source-outputs")
+    if devices is None or streams is None:
+        return None  # an older pactl without JSON: nothing to check with
+    try:
+        index = {d["name"]: d["index"] for d in json.loads(devices)}
+        ours = [x for x in json.loads(streams)
+                if str(x.get("properties", {}).get("application.process.id")) == str(os.getpid())]
+    except (ValueError, KeyError, TypeError):
+        return None
+    if dev.id not in index:
+        return f"the sound server has no {dev.id!r} yet"
+    if not ours:
+        return None  # not connected through PulseAudio (a plain ALSA device): nothing to check
+    x = max(ours, key=lambda x: x["index"])  # the stream just opened (opens take _OPEN_LOCK)
+    if x.get(field_) != index[dev.id]:
+        names = {i: n for n, i in index.items()}
+        if _pactl(move, str(x["index"]), dev.id) is None:
+            return f"the stream opened on {names.get(x.get(field_), '?')!r} and could not be moved"
+        log.warning("%s stream opened on %r instead of %r; moved it", "playback" if output else "capture",
+                    names.get(x.get(field_), "?"), dev.id)
+    return None
+
+
+_OPEN_LOCK = threading.RLock()
+
+
 def env_set(env: dict):
-    """Context manager: set variables for the duration of a stream's open call."""
+    """Context manager: set variables for the duration of a stream's open call, one open at a
+    time in the process. The capture and the dub retry a lost device on the same one-second
+    beat; PortAudio reads the environment in C with the GIL released, so a dub open restoring
+    PULSE_SINK while the capture opened made libpulse miss PULSE_SOURCE and record from the
+    default source (a silent microphone) after a sound-server restart. PortAudio's open is not
+    thread-safe either."""
     quiet_alsa()
 
     @contextlib.contextmanager
     def _cm():
-        old = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
-        try:
-            yield
-        finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+        with _OPEN_LOCK:
+            old = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                yield
+            finally:
+                for k, v in old.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
 
     return _cm()

@@ -23,7 +23,7 @@ import numpy as np
 from app.accel.mix import mix_duck
 from app.accel.resample import StreamingResampler
 from app.audio.capture import STARTUP_GRACE_S, SampleRing, close_stream
-from app.audio.devices import AudioDevice, env_set, open_env
+from app.audio.devices import AudioDevice, env_set, open_env, pulse_route
 from app.core.errors import UserError
 from app.pipeline.messages import DubChunk, DubPlayed
 
@@ -120,8 +120,12 @@ class DubPlayer:
             s = sd.OutputStream(device=self.device.portaudio_name, channels=1, samplerate=self.rate,
                                 dtype="float32", blocksize=self.block, latency=OUTPUT_LATENCY_S,
                                 callback=self._callback)
-        self.read_pos = self.out.written  # nothing stale plays after a reopen
-        s.start()
+            self.read_pos = self.out.written  # nothing stale plays after a reopen
+            s.start()
+            wrong = pulse_route(self.device, output=True)  # never the dub into the meeting
+        if wrong is not None:
+            close_stream(s)
+            raise OSError(wrong)
         self._pa_offset = time.monotonic() - s.time
         # PulseAudio streams can take a second to start calling back: judge only after a grace
         self._last_cb = s.time + STARTUP_GRACE_S

@@ -156,21 +156,30 @@ def test_recorded_dub_speaks_the_translation(live_run):
     assert len(hits) >= 3, heard
 
 
+def _leak(meeting: np.ndarray, dub: np.ndarray, sr: int, max_lag_s: float = 2.0) -> float:
+    """Largest normalised cross-correlation of the two recordings over lags of +-max_lag_s: the
+    recorders start a little apart and a leak comes back with the sound server's latency. Speech
+    against its dub measured 0.02; the dub mixed into the meeting at -20 dB gives 0.1, at 0 dB 0.7."""
+    n = min(len(meeting), len(dub))
+    a, b = meeting[:n].astype(np.float64), dub[:n].astype(np.float64)
+    size = 1 << int(np.ceil(np.log2(2 * n)))
+    c = np.fft.irfft(np.fft.rfft(a, size) * np.conj(np.fft.rfft(b, size)), size)
+    k = int(max_lag_s * sr)
+    c = np.concatenate([c[-k:], c[:k + 1]])
+    return float(np.abs(c).max() / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-12))
+
+
 def test_no_dub_leaks_into_the_captured_meeting_audio(live_run):
-    _, stdout, _, out, played_s = live_run
+    _, _, _, out, _ = live_run
     meeting, sr = read_wav(out / "meeting.wav")
     dub, _ = read_wav(out / "dub.wav")
+    assert np.abs(dub).max() > 0.05 and np.abs(meeting).max() > 0.05, "both recordings should have sound"
+    # the check can fail: the dub mixed into this meeting recording at -10 dB, 0.2 s late, is found
+    late = np.concatenate([np.zeros(int(0.2 * sr), np.float32), dub])[: len(dub)]
     n = min(len(meeting), len(dub))
-    meeting, dub = meeting[:n], dub[:n]
-    # the recordings start together; the speech ends after ~played_s + 1 s, the dub goes on after it
-    tail = slice(int((played_s + 1.5) * sr), n)
-    assert np.abs(dub[tail]).max() > 0.05, "the dub should still be speaking after the speech ended"
-    assert np.abs(meeting[tail]).max() < 1e-3, "dub audio came back in through the meeting capture"
-    # and while both play, the meeting capture is not correlated with the dub
-    both = slice(int(2 * sr), int(played_s * sr))
-    m, d = meeting[both], dub[both]
-    corr = abs(float(np.dot(m, d))) / (np.linalg.norm(m) * np.linalg.norm(d) + 1e-9)
-    assert corr < 0.1
+    assert _leak(meeting[:n] + 0.3 * late[:n], dub, sr) > 0.15
+    leak = _leak(meeting, dub, sr)
+    assert leak < 0.1, f"dub audio came back in through the meeting capture (cross-correlation {leak:.2f})"
 
 
 def test_sound_server_killed_mid_session(pulse, tmp_path):
@@ -186,6 +195,11 @@ def test_sound_server_killed_mid_session(pulse, tmp_path):
     wait_for_line(proc, "capture source 'meeting.monitor' is back", 60)
     time.sleep(0.5)
     subprocess.run(["paplay", "--device=meeting", str(DATA / "zh_05.wav")], check=True, timeout=60)
+    # which source the reopened capture records from (it was once the default, a silent microphone)
+    outputs = subprocess.run(["pactl", "list", "short", "source-outputs"], capture_output=True, text=True,
+                             timeout=30).stdout
+    sources = subprocess.run(["pactl", "list", "short", "sources"], capture_output=True, text=True,
+                             timeout=30).stdout
     time.sleep(4.0)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=120)
@@ -195,7 +209,12 @@ def test_sound_server_killed_mid_session(pulse, tmp_path):
     assert "device_lost" in kinds and "device_restored" in kinds, s["device_events"]
     source = "".join(x["source"] for x in s["segments"])
     assert "第三季度" in source, "the transcript from before the loss must be kept"
-    assert "预算" in source, "capture must resume after the server came back"
+    names = {ln.split("\t")[0]: ln.split("\t")[1] for ln in sources.splitlines() if "\t" in ln}
+    recording_from = [names.get(ln.split("\t")[1]) for ln in outputs.splitlines() if "\t" in ln]
+    assert recording_from == ["meeting.monitor"], f"the reopened capture records from {recording_from}"
+    assert "预算" in source, (f"capture must resume after the server came back: heard {source!r}; "
+                            f"devices {s['devices']}; events {s['device_events']}; recording {outputs} from {sources}; "
+                            f"log {stderr[-3000:]}")
     assert "lost" in stderr or any(json.loads(x)["type"] == "device_lost" for x in stdout.splitlines())
 
 
@@ -266,13 +285,16 @@ def test_passthrough_is_ducked_smoothly_under_the_dub(pulse, tmp_path):
     assert before > 0.3 and after > 0.3, (before, after)
     assert abs(during / before - 0.25) < 0.05, (before, during)
     # smooth: the duck takes about ramp_ms (30 ms = 6 windows), never a one-window step. A
-    # window where nothing at all came out is a playback underflow on this loaded machine (the
-    # player counts those), not a gain step: compare only neighbours that both carry sound.
+    # window with a run of digital silence in it is a playback underflow on this loaded machine
+    # (the player counts those; a tone is never zero for 0.2 ms), not a gain step: compare only
+    # neighbours that both carry sound all through.
+    win = sr // 200
+    holes = (np.abs(x[: len(env) * win]) < 1e-4).reshape(len(env), win).sum(1) >= 10
     seg, dseg = env[first - 20: last + 60], dub_env[first - 20: last + 60]
-    sound = (seg > 0.01) | (dseg > 0.01)
+    sound = ((seg > 0.01) | (dseg > 0.01)) & ~holes[first - 20: last + 60]
     pairs = sound[1:] & sound[:-1]
     steps = np.abs(np.diff(seg))[pairs]
-    assert pairs.mean() > 0.9, "too many dropouts to judge the envelope"
+    assert pairs.mean() > 0.5, f"too many dropouts to judge the envelope ({pairs.mean():.2f} carry sound)"
     assert steps.max() < 0.35 * (before - during), steps.max()
 
 
@@ -301,3 +323,32 @@ def test_a_dub_after_silence_does_not_wait_behind_the_jitter_buffer(pulse):
         assert float(np.median(delays)) < 0.25, delays
     finally:
         player.stop()
+
+
+def test_a_stream_on_the_wrong_source_is_moved_to_the_one_asked_for(pulse):
+    """A capture that opened without its PULSE_SOURCE (or before a restarted server had the
+    device) lands on the default source, the microphone; pulse_route moves it."""
+    import sounddevice as sd
+
+    from app.audio.devices import env_set, list_devices, pulse_route, resolve
+
+    meeting = resolve("meeting.monitor", devices=list_devices())
+    with env_set({}):
+        s = sd.InputStream(device=meeting.portaudio_name, channels=1, samplerate=48000, dtype="float32")
+        s.start()
+        try:
+            def ours():
+                out = subprocess.run(["pactl", "-f", "json", "list", "source-outputs"], capture_output=True,
+                                     text=True, timeout=10).stdout
+                names = {d["index"]: d["name"] for d in json.loads(subprocess.run(
+                    ["pactl", "-f", "json", "list", "short", "sources"], capture_output=True, text=True,
+                    timeout=10).stdout)}
+                return [names[x["source"]] for x in json.loads(out)
+                        if x["properties"].get("application.process.id") == str(__import__("os").getpid())]
+
+            assert ours() == ["desk_mic"], "without PULSE_SOURCE the stream should start on the default"
+            assert pulse_route(meeting, output=False) is None
+            assert ours() == ["meeting.monitor"]
+        finally:
+            s.abort()
+            s.close()
