@@ -273,6 +273,7 @@ class StreamingPipeline(LocalEngine):
                                 first_pass_overtaken=self.first_pass.superseded_pieces,
                                 max_backlog_s=round(f.max_backlog_s, 2),
                                 lead_in_used=f.context["used"], lead_in_fallback=f.context["fallback"],
+                                lead_in_rechecked=f.context["rechecked"],
                                 narrow_band=f.narrow_band,
                                 **{f"{k}_s": round(v, 3) for k, v in f.time_s.items()})
         if self.tts_stage is not None:

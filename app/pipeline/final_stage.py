@@ -57,6 +57,10 @@ class FinalConfig:
     # "an ill-disposed young man"). 0: off
     context_s: float = 5.0
     context_gap_s: float = 4.0  # no lead-in after a longer pause
+    spill_s: float = 0.3  # a continued decode whose new words start this far inside the lead-in is not used
+    # a continued decode whose words end this long before the sentence's audio does is checked
+    # against a decode of the sentence alone, and the one that reaches further is kept
+    short_end_s: float = 1.5
     # before a final is published, the first pass gets up to this long to have shown the span's
     # pieces. On 2 cores this is faster than not waiting: the final's model calls then run while the
     # first pass is idle instead of beside it (CTranslate2's teams contend; real time, 2 runs each:
@@ -173,7 +177,9 @@ class FinalStage(Stage):
         self.time_s = {"asr": 0.0, "mt": 0.0, "wait_first_pass": 0.0}  # where the second pass spends its time
         self._prompt: list[str] = []
         self._context: tuple[list[Word], int] | None = None  # the previous final's words and end sample
-        self.context = {"used": 0, "fallback": 0}  # decodes after the previous final's speech, and retries without it
+        # decodes after the previous final's speech, retries without it, and continued decodes that
+        # ended early and were checked against the sentence alone
+        self.context = {"used": 0, "fallback": 0, "rechecked": 0}
         # a final that only repeats the ones before it (Whisper looping on its prompt) is dropped:
         # see SentenceRepeats for when a repeat is a loop and when it is speech
         self.repeats = SentenceRepeats(lang)
@@ -363,13 +369,23 @@ class FinalStage(Stage):
 
     def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
         ctx = self._lead_in(int(round(offset * SR)), len(audio))
+        continued = None
         if ctx is not None:
-            words = self._recognise_continued(audio, offset, *ctx)
-            if words is not None:
-                return words
+            continued = self._recognise_continued(audio, offset, *ctx)
+            # a continued decode that stops well before the sentence's end (music or applause
+            # under the speech can make it give up) is checked against the sentence alone
+            if continued is not None and continued[-1].end >= offset + len(audio) / SR - self.cfg.short_end_s:
+                return continued
         prompt = self._prompt_text(self._prompt)
         words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
-        return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
+        alone = [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
+        if continued is not None:
+            self.context["rechecked"] += 1
+            if not alone or continued[-1].end >= alone[-1].end:
+                return continued
+            self.context["used"] -= 1
+            self.context["fallback"] += 1
+        return alone
 
     @property
     def narrow_band(self) -> bool:
@@ -411,11 +427,14 @@ class FinalStage(Stage):
         new = split_prefix(words, prefix)
         if new is None:
             new = skip_prefix(words, prefix)
-        if not new or not norm(join_words(new, self.lang)):
+        shift = len(lead) / SR
+        # words said before the sentence began are the lead-in's (speech the previous final
+        # missed, read on from its forced text): not this sentence's, and a decode that spends
+        # itself there has lost the sentence ("been made amiable himself." for 15 s of speech)
+        if not new or not norm(join_words(new, self.lang)) or new[0].start < shift - self.cfg.spill_s:
             self.context["fallback"] += 1
             return None
         self.context["used"] += 1
-        shift = len(lead) / SR
         return [Word(w.text, max(0.0, w.start - shift) + offset, max(0.0, w.end - shift) + offset, w.probability)
                 for w in new]
 

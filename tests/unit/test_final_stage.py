@@ -258,11 +258,13 @@ def test_a_final_that_loops_on_the_previous_ones_is_dropped_and_takes_its_pieces
 class LeadInASR(FakeASR):
     """Has ``transcribe_continued``: hears the lead-in (everything before the audio's last pause)
     as the forced prefix and numbers the sentence's words n0, n1, ... from the last pause on.
-    ``echo``: it writes the prefix and nothing after it (the fallback case)."""
+    ``echo``: it writes the prefix and nothing after it (the fallback case). ``spill``: its new
+    words lie inside the lead-in (it read on from the forced text) and it stops there. ``early``:
+    it gives up after the sentence's first word."""
 
-    def __init__(self, echo=False):
+    def __init__(self, echo=False, spill=False, early=False):
         super().__init__()
-        self.echo = echo
+        self.echo, self.spill, self.early = echo, spill, early
         self.continued = []  # (audio seconds, prefix)
 
     def transcribe_continued(self, audio, prefix, prompt="", beam_size=None):
@@ -277,7 +279,12 @@ class LeadInASR(FakeASR):
         words = [Word(" " + t, 0.1 * k, 0.1 * (k + 1)) for k, t in enumerate(prefix.split())]
         if self.echo:
             return words
+        if self.spill:
+            t = start / SR - 1.0
+            return words + [Word(" spilt", t - 0.4, t - 0.2), Word(" words.", t - 0.2, t)]
         n = (len(audio) - start) // int(0.5 * SR)
+        if self.early:
+            n = 1
         t0 = start / SR
         return words + [Word(f" n{k}z" + ("." if k == n - 1 else ""), t0 + 0.5 * k, t0 + 0.5 * (k + 1))
                         for k in range(n)]
@@ -307,6 +314,27 @@ def test_a_lead_in_that_yields_nothing_new_falls_back_to_the_sentence_alone():
     assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 3 and len(asr.continued) == 2
     st = pipe.stage_stats()["final"]
     assert (st["lead_in_used"], st["lead_in_fallback"]) == (0, 2)
+
+
+def test_a_lead_in_decode_that_spends_itself_inside_the_lead_in_is_not_used():
+    # "been made amiable himself." (words the previous final had missed) came back for 15 s of
+    # a new sentence, stamped at its start: the sentence was lost
+    asr = LeadInASR(spill=True)
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=3)))
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 3 and len(asr.continued) == 2
+    st = pipe.stage_stats()["final"]
+    assert (st["lead_in_used"], st["lead_in_fallback"]) == (0, 2)
+
+
+def test_a_lead_in_decode_that_stops_early_is_checked_against_the_sentence_alone():
+    asr = LeadInASR(early=True)
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=3)))
+    # the decode alone reaches the sentence's end; the continued one stopped after a word
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 3 and len(asr.continued) == 2
+    st = pipe.stage_stats()["final"]
+    assert (st["lead_in_used"], st["lead_in_fallback"], st["lead_in_rechecked"]) == (0, 2, 2)
 
 
 def test_no_lead_in_after_a_long_pause_or_when_switched_off():
