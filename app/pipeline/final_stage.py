@@ -308,7 +308,8 @@ class FinalStage(Stage):
         except Exception as e:  # the first pass's text stays, marked; the session goes on
             log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
         self._wait_for_first_pass(words[-1].end if words else stop / SR)
-        looped = bool(words) and self.cfg.drop_repeats and self.repeats.check(join_words(words, self.lang), (stop - start) / SR)
+        looped = bool(words) and self.cfg.drop_repeats and self.repeats.check(
+            join_words(words, self.lang), (stop - start) / SR, start / SR, stop / SR)
         if looped:
             log.info("second pass: dropped a repeat loop at %.1f-%.1f s: %s", start / SR, stop / SR,
                      join_words(words, self.lang)[:80])

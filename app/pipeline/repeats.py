@@ -119,6 +119,7 @@ def cut_hypothesis(words: Sequence, committed: Sequence, spaced: bool = True, hi
 class _Sentence:
     key: str
     duration: float
+    end: float | None = None  # source time the sentence ended, when the caller gave it
 
 
 class SentenceRepeats:
@@ -129,21 +130,26 @@ class SentenceRepeats:
     sentences when it holds ``min_units`` units or more (a loop that alternates, "A. B. A. B. A.");
     and an exact repeat of the previous sentence heard in much less audio than it took before
     (``short_ratio`` of it): Whisper reading its prompt out over a cough or a second of noise.
-    ``check`` returns True to drop and remembers only the sentences it keeps."""
+    ``check`` returns True to drop and remembers only the sentences it keeps. Given the source
+    times (``start``, ``end``), only sentences that ended within ``window_s`` before this one
+    began count: a loop runs on in consecutive decodes, while a speaker coming back to the
+    same sentence minutes later (a recording's refrain, "Any questions?") is speech."""
 
-    def __init__(self, lang: str = "en", recent: int = 8, min_units: int = 3, short_ratio: float = 0.5):
+    def __init__(self, lang: str = "en", recent: int = 8, min_units: int = 3, short_ratio: float = 0.5,
+                 window_s: float = 60.0):
         self.lang = lang
         self.recent = recent
         self.min_units = min_units
         self.short_ratio = short_ratio
+        self.window_s = window_s
         self._kept: deque[_Sentence] = deque(maxlen=max(2, recent))
         self.dropped = 0
 
-    def check(self, text: str, duration_s: float) -> bool:
+    def check(self, text: str, duration_s: float, start: float | None = None, end: float | None = None) -> bool:
         key = norm(text)
         if not key:
             return False
-        kept = list(self._kept)
+        kept = [k for k in self._kept if start is None or k.end is None or start - k.end <= self.window_s]
         drop = False
         if len(kept) >= 2 and kept[-1].key == key and kept[-2].key == key:
             drop = True
@@ -155,5 +161,5 @@ class SentenceRepeats:
         if drop:
             self.dropped += 1
         else:
-            self._kept.append(_Sentence(key, duration_s))
+            self._kept.append(_Sentence(key, duration_s, end))
         return drop

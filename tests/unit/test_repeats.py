@@ -91,6 +91,18 @@ def test_an_alternating_loop_is_dropped_at_the_third_copy_short_answers_are_not(
     # "Thank you." is short (2 words): only a run of three in a row drops it
 
 
+def test_a_sentence_said_again_minutes_later_is_speech_not_a_loop():
+    # a long recording with the same address every five minutes lost its third copy on
+    r = SentenceRepeats("en", window_s=60.0)
+    line = "What your country can do for you."
+    assert [r.check(line, 2.4, t, t + 2.4) for t in (6.0, 306.0, 606.0, 906.0)] == [False] * 4
+    # a loop runs on in consecutive decodes: within the window it is still dropped
+    assert [r.check(line, 2.4, t, t + 2.4) for t in (910.0, 913.0)] == [False, True]
+    # the window counts from the kept sentence's end
+    r = SentenceRepeats("en", window_s=60.0)
+    assert [r.check("Thank you all.", 1.0, t, t + 1.0) for t in (0.0, 5.0, 10.0)] == [False, False, True]
+
+
 def test_chinese_sentences_compare_without_punctuation():
     r = SentenceRepeats("zh")
     assert not r.check("大家好，我们开始吧。", 2.0)
