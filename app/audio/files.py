@@ -18,7 +18,7 @@ import soundfile as sf
 import soxr
 
 from app.accel.dispatch import choose_backend
-from app.accel.resample import resample_oneshot
+from app.accel.resample import StreamingResampler, resample_oneshot
 from app.core.audio import SR
 from app.core.errors import UserError
 
@@ -98,8 +98,6 @@ class FileStream:
             except ValueError as e:
                 raise UserError(str(e)) from None
             if backend != "numpy":
-                from app.accel.resample import StreamingResampler
-
                 r = StreamingResampler(self.rate, SR, backend)
                 return lambda x, last: np.concatenate([r.process(x), r.flush()]) if last else r.process(x)
         stream = soxr.ResampleStream(self.rate, SR, 1, dtype="float32", quality="HQ")
