@@ -50,6 +50,10 @@ class FinalConfig:
     asr_beam: int = 5  # whole-sentence recognition, as an offline decode
     mt_beam: int = 4  # whole-sentence translation, as --serial
     prompt_finals: int = 2  # previous finals given to the recogniser as context
+    # ... when the last of them ended at most this long before the sentence: after a long silence
+    # (or music, applause) the talk has moved on, and a prompt that is the very sentence about to
+    # be heard makes Whisper skip or garble it (a recording's refrain, minutes apart)
+    prompt_gap_s: float = 30.0
     # the previous final's last seconds of speech are decoded again before the sentence, their
     # text forced (a backend with ``transcribe_continued``): the model hears what led up to the
     # sentence, as in a whole-file decode, instead of starting cold on its first word
@@ -57,7 +61,7 @@ class FinalConfig:
     # "an ill-disposed young man"). 0: off
     context_s: float = 5.0
     context_gap_s: float = 4.0  # no lead-in after a longer pause
-    spill_s: float = 0.3  # a continued decode whose new words start this far inside the lead-in is not used
+    spill_s: float = 0.3  # a continued decode whose new words mostly end this far inside the lead-in is not used
     # a continued decode whose words end this long before the sentence's audio does is checked
     # against a decode of the sentence alone, and the one that reaches further is kept
     short_end_s: float = 1.5
@@ -176,6 +180,7 @@ class FinalStage(Stage):
         self.max_backlog_s = 0.0
         self.time_s = {"asr": 0.0, "mt": 0.0, "wait_first_pass": 0.0}  # where the second pass spends its time
         self._prompt: list[str] = []
+        self._prompt_end = 0.0  # source time the newest final in the prompt ended
         self._context: tuple[list[Word], int] | None = None  # the previous final's words and end sample
         # decodes after the previous final's speech, retries without it, and continued decodes that
         # ended early and were checked against the sentence alone
@@ -377,7 +382,7 @@ class FinalStage(Stage):
             # under the speech can make it give up) is checked against the sentence alone
             if continued is not None and continued[-1].end >= offset + len(audio) / SR - self.cfg.short_end_s:
                 return continued
-        prompt = self._prompt_text(self._prompt)
+        prompt = self._prompt_text(self._prompt) if offset - self._prompt_end <= self.cfg.prompt_gap_s else ""
         words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
         alone = [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
         if continued is not None:
@@ -429,10 +434,13 @@ class FinalStage(Stage):
         if new is None:
             new = skip_prefix(words, prefix)
         shift = len(lead) / SR
-        # words said before the sentence began are the lead-in's (speech the previous final
-        # missed, read on from its forced text): not this sentence's, and a decode that spends
-        # itself there has lost the sentence ("been made amiable himself." for 15 s of speech)
-        if not new or not norm(join_words(new, self.lang)) or new[0].start < shift - self.cfg.spill_s:
+        # words that ended before the sentence began are the lead-in's (speech the previous
+        # final missed, read on from its forced text): not this sentence's, and a decode that
+        # spends itself there has lost the sentence ("been made amiable himself." for 15 s of
+        # speech). Judged by the words' ends: Whisper often starts the first word after a pause
+        # where the last one before it ended
+        spilt = sum(w.end < shift - self.cfg.spill_s for w in new) if new else 0
+        if not new or not norm(join_words(new, self.lang)) or 2 * spilt > len(new):
             self.context["fallback"] += 1
             return None
         self.context["used"] += 1
@@ -462,6 +470,7 @@ class FinalStage(Stage):
         self.finals += 1
         if not failed and source.strip():
             self._prompt = (self._prompt + [source])[-self.cfg.prompt_finals:]
+            self._prompt_end = src_end
         self._context = (list(words), stop) if words and not failed else None
         self.bus.publish(fin)
         if not target.strip():

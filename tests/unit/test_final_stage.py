@@ -337,6 +337,32 @@ def test_a_lead_in_decode_that_stops_early_is_checked_against_the_sentence_alone
     assert (st["lead_in_used"], st["lead_in_fallback"], st["lead_in_rechecked"]) == (0, 2, 2)
 
 
+class PromptASR(FakeASR):
+    """Records the prompt of each whole-sentence decode (the second pass's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.prompts = []
+
+    def transcribe_utterance(self, audio, prompt="", beam_size=None):
+        if threading.current_thread().name == "final":
+            self.prompts.append(prompt)
+        return super().transcribe_utterance(audio, prompt, beam_size)
+
+
+def test_the_previous_finals_prompt_a_sentence_only_after_a_short_pause():
+    # a prompt that is the very sentence about to be heard, from minutes before, made Whisper
+    # skip or garble it (a 3-hour recording with the same address every five minutes)
+    asr = PromptASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(context_s=0, prompt_gap_s=3.0),
+                             final_vad=FakeVAD())
+    audio = np.concatenate([speech(2.0, 1.0), speech(2.0, 5.0), speech(2.0, 1.0)])
+    finals = finals_of(run(pipe, audio))
+    assert len(finals) == 3 and len(asr.prompts) == 3
+    assert asr.prompts[0] == "" and asr.prompts[1] == "w0z w1z w2z w3z."  # 1 s after the first
+    assert asr.prompts[2] == ""  # 5 s of silence before it: past prompt_gap_s
+
+
 def test_no_lead_in_after_a_long_pause_or_when_switched_off():
     asr = LeadInASR()
     pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
