@@ -122,6 +122,7 @@ class LocalEngine:
         self.ring = AudioRing(int(self.cfg.ring_seconds * SR))
         self.started_at = self.finished_at = 0.0
         self.first_audio_at: float | None = None
+        self.feeder_waiting = False  # a file feeder is waiting for room in the ring (--fast)
 
     threads: list[threading.Thread]
 
@@ -142,7 +143,9 @@ class LocalEngine:
         the block's last sample was captured (on this pipeline's clock), default now."""
         if wait_if_full:  # fast mode: never overwrite audio that has not been read yet
             while not self._room_for(len(samples)) and any(t.is_alive() for t in self.threads):
+                self.feeder_waiting = True
                 threading.Event().wait(0.01)
+            self.feeder_waiting = False
         now = self.clock.now() if at is None else min(at, self.clock.now())
         if self.first_audio_at is None:
             self.first_audio_at = now
@@ -211,7 +214,7 @@ class StreamingPipeline(LocalEngine):
             FinalStage(self.ring, asr, mt, final_vad, self.first_pass, self.tts_q, self.asr_stage.control,
                        self.cfg.final, self.bus, self.clock, lang=self.cfg.segmenter.lang,
                        first_done=lambda: not self.mt_stage.is_alive(),
-                       gate=self.gate)
+                       gate=self.gate, input_blocked=lambda: self.feeder_waiting)
             if two_pass else None
         )
         if self.first_pass is not None:  # pieces a final overtook never reach the screen

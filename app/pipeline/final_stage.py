@@ -161,11 +161,16 @@ class FinalStage(Stage):
 
     def __init__(self, ring: AudioRing, asr: ASRBackend, mt: MTBackend | None, vad: VADBackend,
                  first: FirstPassLog, tts_out: BoundedQueue | None, upstream: ControlChannel | None,
-                 cfg: FinalConfig, bus, clock, lang: str = "", first_done=None, gate=None):
+                 cfg: FinalConfig, bus, clock, lang: str = "", first_done=None, gate=None, input_blocked=None):
         # the gate: while a final is being made, the first pass starts no new step (a final is
         # never delayed for a first-pass decode; the first pass takes longer steps instead)
         super().__init__("final", bus, clock, gate)
         self.first_done = first_done  # () -> True once the first pass has published all it will
+        # () -> True while a file feeder waits for room in the ring: the first pass may be waiting
+        # for that very audio (its last piece held until more words come), and the room is what
+        # this stage is holding. Waiting for the first pass then only runs out first_wait_s
+        # (120 s in --fast): a 3-hour file sat idle for minutes at a time
+        self.input_blocked = input_blocked
         self.ring, self.asr, self.mt, self.vad, self.first = ring, asr, mt, vad, first
         self.tts_out, self.upstream, self.cfg, self.lang = tts_out, upstream, cfg, lang
         self.pos = 0  # samples the VAD has seen
@@ -369,7 +374,8 @@ class FinalStage(Stage):
         t = self.clock.now()
         deadline = t + self.cfg.first_wait_s
         while (self.first.shown_until < until - 0.25 and self.clock.now() < deadline and not self.cancelled.is_set()
-               and not (self.first_done is not None and self.first_done())):
+               and not (self.first_done is not None and self.first_done())
+               and not (self.input_blocked is not None and self.input_blocked())):
             self.cancelled.wait(0.01)
         self.time_s["wait_first_pass"] += self.clock.now() - t
 

@@ -372,3 +372,21 @@ def test_no_lead_in_after_a_long_pause_or_when_switched_off():
     pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(context_s=0), final_vad=FakeVAD())
     finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=2)))
     assert len(finals) == 2 and not asr.continued
+
+
+def test_the_final_does_not_wait_for_a_first_pass_that_waits_for_the_room_it_holds():
+    # --fast: the file feeder waits for room in the ring, the first pass for the audio after its
+    # last piece, and the final (holding the ring) for the first pass: each final sat out
+    # first_wait_s (120 s in --fast) and a 3-hour file idled for minutes at a time
+    pipe = StreamingPipeline(FakeASR(), FakeMT(), None, FakeVAD(), cfg(first_wait_s=30.0), final_vad=FakeVAD())
+    final = pipe.final_stage
+    final.first_done = None  # not started: the first pass would count as done
+    pipe.feeder_waiting = True
+    t0 = time.monotonic()
+    final._wait_for_first_pass(until=100.0)
+    assert time.monotonic() - t0 < 1.0
+    pipe.feeder_waiting = False
+    final.cfg.first_wait_s = 0.3
+    t0 = time.monotonic()
+    final._wait_for_first_pass(until=100.0)
+    assert time.monotonic() - t0 >= 0.3  # otherwise it still waits, up to first_wait_s
