@@ -81,6 +81,7 @@ class CloudClient(CloudDelivery, Failover):
         self.url, self.token, self.opts, self.models = url, token, opts, models
         self.ctx = ssl_context(url, ca)
         self.fallback, self.heartbeat_timeout, self.auto_return = fallback, heartbeat_timeout, auto_return
+        self.loop_stalls = 0  # watchdog checks put off because this client's own loop was held up
         self.on_status, self.on_link, self.compress = on_status, on_link, compress
         self.clock = clock or MonotonicClock()
         self.bus = EventBus()
@@ -237,7 +238,8 @@ class CloudClient(CloudDelivery, Failover):
 
     def metrics(self) -> dict:
         return {"status": self.status, "url": self.url, "rtt_ms": percentiles(self.rtts),
-                "switches": list(self.switches), "returns": list(self.returns), "error": self.error}
+                "switches": list(self.switches), "returns": list(self.returns), "error": self.error,
+                "loop_stalls": self.loop_stalls}
 
     # -- status --------------------------------------------------------------------------------
     def _set_status(self, s: str) -> None:
@@ -339,8 +341,18 @@ class CloudClient(CloudDelivery, Failover):
             await asyncio.sleep(P.HEARTBEAT_S)
 
     async def _watchdog(self, ws) -> None:
+        graced = False
         while True:
+            before = self.clock.now()
             await asyncio.sleep(0.01)
+            if not graced and self.clock.now() - before > 0.01 + self.heartbeat_timeout / 4:
+                # this loop itself was held up (a busy process, the GIL): what the server sent
+                # meanwhile is waiting unread in the socket. Judge the silence once the reader
+                # has had its turn (one check later), not on a stale last-received time
+                self.loop_stalls += 1
+                graced = True
+                continue
+            graced = False
             if self.clock.now() - self._last_rx > self.heartbeat_timeout:
                 self._lost(f"no heartbeat for {self.heartbeat_timeout * 1000:.0f} ms", ws)
                 return
