@@ -65,14 +65,21 @@ def load_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray:
 ACCEL_RATES = (48000, 44100, 8000)  # our polyphase kernel's rates; soxr does the rest
 
 
+def _kernel_backend(sr_in: int, sr_out: int, accel: str) -> str | None:
+    """Our polyphase kernel's backend for this conversion, or None for soxr."""
+    if sr_out != SR or sr_in not in ACCEL_RATES:
+        return None
+    try:
+        backend = choose_backend(accel)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    return None if backend == "numpy" else backend  # the NumPy reference is for tests: ~70x slower than soxr
+
+
 def resample(audio: np.ndarray, sr_in: int, sr_out: int, accel: str = "numpy") -> np.ndarray:
-    if sr_out == SR and sr_in in ACCEL_RATES:
-        try:
-            backend = choose_backend(accel)
-        except ValueError as e:
-            raise UserError(str(e)) from None
-        if backend != "numpy":  # the NumPy reference is for tests: ~70x slower than soxr
-            return resample_oneshot(audio, sr_in, sr_out, backend=backend).astype(np.float32)
+    backend = _kernel_backend(sr_in, sr_out, accel)
+    if backend is not None:
+        return resample_oneshot(audio, sr_in, sr_out, backend=backend).astype(np.float32)
     return soxr.resample(audio, sr_in, sr_out, quality="HQ").astype(np.float32)
 
 
@@ -92,14 +99,10 @@ class FileStream:
         stream (the same HQ filter ``load_audio`` uses) for the others."""
         if self.rate == SR:
             return lambda x, last: x
-        if self.rate in ACCEL_RATES:
-            try:
-                backend = choose_backend(self.accel)
-            except ValueError as e:
-                raise UserError(str(e)) from None
-            if backend != "numpy":
-                r = StreamingResampler(self.rate, SR, backend)
-                return lambda x, last: np.concatenate([r.process(x), r.flush()]) if last else r.process(x)
+        backend = _kernel_backend(self.rate, SR, self.accel)
+        if backend is not None:
+            r = StreamingResampler(self.rate, SR, backend)
+            return lambda x, last: np.concatenate([r.process(x), r.flush()]) if last else r.process(x)
         stream = soxr.ResampleStream(self.rate, SR, 1, dtype="float32", quality="HQ")
         return lambda x, last: stream.resample_chunk(x, last=last)
 
