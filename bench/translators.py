@@ -49,13 +49,10 @@ is left of the block before it decaying plus whatever else runs.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import hashlib
-import importlib.util
 import json
 import os
 import platform
-import re
 import statistics
 import subprocess
 import sys
@@ -70,8 +67,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import llm_fetch
 
+from app.backends.llama_mt import LlamaTranslator, clean  # noqa: E402
+
 SHARED = Path(os.environ.get("RELAY_SHARED", ROOT.parent / "shared"))
 MANIFEST = SHARED / "data" / "zh" / "manifest.jsonl"
+CORPUS = ROOT / "bench" / "corpus" / "out" / "manifest.jsonl"
 ASR_CACHE = ROOT / "bench" / "out" / "translators_asr.json"
 SYSTEM = "Translate the user's Chinese into English. Output only the translation."
 MAX_TOKENS = 128
@@ -80,25 +80,60 @@ THREADS = 2
 
 # --- data -------------------------------------------------------------------------------------
 
-def load_set() -> list[dict]:
-    out = []
-    for line in MANIFEST.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            e = json.loads(line)
-            out.append({"id": e["id"], "zh": e["text"], "en": e["translations"]["en"],
-                        "wav": MANIFEST.parent / e["audio"]})
-    return out
+def load_set(name: str = "dev") -> list[dict]:
+    """``dev``: the 16 clips of the shared zh dev set. ``corpus``: every distinct sentence of the
+    Relay corpus (``bench/corpus``, 205: short meeting and long technical ones), its audio the
+    sentence's span (0.2 s before, 0.25 s after, as the second pass cuts it) in the first clean set
+    file that holds it; voices alternate over the sentences as the set files do."""
+    if name == "dev":
+        out = []
+        for line in MANIFEST.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                e = json.loads(line)
+                out.append({"id": e["id"], "zh": e["text"], "en": e["translations"]["en"],
+                            "wav": MANIFEST.parent / e["audio"]})
+        return out
+    if not CORPUS.is_file():
+        raise SystemExit(f"no corpus at {CORPUS}: build it with `python bench/corpus/build.py`")
+    seen: dict[str, dict] = {}
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        e = json.loads(line)
+        if e["noise"] != "clean" or e["kind"] not in ("short", "long"):
+            continue
+        for s in e["sentences"]:
+            seen.setdefault(s["id"], {"id": s["id"], "zh": s["zh"], "en": s["en"], "kind": s["kind"],
+                                      "voice": e["voice"], "wav": CORPUS.parent / e["wav"],
+                                      "span": (max(0.0, s["start"] - 0.2), s["end"] + 0.25)})
+    return [seen[k] for k in sorted(seen)]
+
+
+def _clip(it: dict):
+    import soundfile as sf
+
+    info = sf.info(str(it["wav"]))
+    assert info.samplerate == 16000, info.samplerate
+    if "span" not in it:
+        return sf.read(str(it["wav"]), dtype="float32")[0]
+    a, b = (int(round(t * 16000)) for t in it["span"])
+    return sf.read(str(it["wav"]), start=a, stop=min(b, info.frames), dtype="float32")[0]
 
 
 def asr_transcripts(items: list[dict], pack: str = "whisper-base") -> dict[str, str]:
     """Whisper's transcript of each clip (cached): the app's ASR backend, second-pass call, beam 5."""
     cache = json.loads(ASR_CACHE.read_text(encoding="utf-8")) if ASR_CACHE.is_file() else {}
-    keys = {it["id"]: f"{it['id']}|{pack}|{hashlib.sha256(it['wav'].read_bytes()).hexdigest()[:16]}"
+    digests: dict[Path, str] = {}
+
+    def digest(p: Path) -> str:
+        if p not in digests:
+            digests[p] = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+        return digests[p]
+
+    keys = {it["id"]: f"{it['id']}|{pack}|{digest(it['wav'])}" + ("|%.3f-%.3f" % it["span"] if "span" in it else "")
             for it in items}
     if all(k in cache for k in keys.values()):
         return {i: cache[k] for i, k in keys.items()}
-    import soundfile as sf
-
     from app.models.loader import load_asr, plan_pair
 
     plan = plan_pair("zh-en", no_tts=True, asr_override=pack)
@@ -106,8 +141,7 @@ def asr_transcripts(items: list[dict], pack: str = "whisper-base") -> dict[str, 
     for it in items:
         if keys[it["id"]] in cache:
             continue
-        audio, sr = sf.read(str(it["wav"]), dtype="float32")
-        assert sr == 16000, sr
+        audio = _clip(it)
         words = asr.transcribe_utterance(audio, prompt="", beam_size=5)
         cache[keys[it["id"]]] = "".join(w.text for w in words).strip()
         print(f"  asr {it['id']}: {cache[keys[it['id']]]}", file=sys.stderr)
@@ -118,190 +152,15 @@ def asr_transcripts(items: list[dict], pack: str = "whisper-base") -> dict[str, 
 
 # --- llama.cpp --------------------------------------------------------------------------------
 
-_RT = None
-
-
-def _runtime():
-    """(ffi, lib) of llama.cpp's CPU CFFI module, loaded by path (see llm_fetch.runtime)."""
-    global _RT
-    if _RT is None:
-        mod, shim = llm_fetch.runtime()
-        if shim is not None:
-            ctypes.CDLL(str(shim), mode=ctypes.RTLD_GLOBAL)
-        spec = importlib.util.spec_from_file_location("_llama_cpp_cpu", mod)
-        m = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(m)
-        ffi, lib = m.ffi, m.lib
-
-        @ffi.def_extern(name="llama_cpp_cffi_ggml_log_callback")
-        def _quiet(level, text, user_data):  # llama.cpp's log lines: dropped
-            pass
-
-        lib.llama_log_set(lib.llama_cpp_cffi_ggml_log_callback, ffi.NULL)
-        lib.llama_backend_init()
-        _RT = (ffi, lib)
-    return _RT
-
-
-class LlamaMT:
-    """Greedy zh→en with a chat model in llama.cpp, plain or verifying a draft (see the docstring)."""
+class LlamaMT(LlamaTranslator):
+    """The app's LLM translator (app.backends.llama_mt) on the bench's fetched model and runtime."""
 
     def __init__(self, gguf: Path, threads: int = THREADS, n_ctx: int = 1024, n_batch: int = 512,
                  max_tokens: int = MAX_TOKENS, system: str = SYSTEM):
-        self.ffi, self.lib = ffi, lib = _runtime()
-        mp = lib.llama_model_default_params()
-        mp.n_gpu_layers = 0
-        self.model = lib.llama_model_load_from_file(str(gguf).encode(), mp)
-        if self.model == ffi.NULL:
-            raise RuntimeError(f"cannot load {gguf}")
-        cp = lib.llama_context_default_params()
-        cp.n_ctx, cp.n_batch, cp.n_ubatch = n_ctx, n_batch, n_batch
-        cp.n_threads = cp.n_threads_batch = threads
-        cp.no_perf = True
-        self.ctx = lib.llama_init_from_model(self.model, cp)
-        if self.ctx == ffi.NULL:
-            raise RuntimeError("cannot create a llama.cpp context")
-        self.vocab = lib.llama_model_get_vocab(self.model)
-        self.n_vocab = lib.llama_vocab_n_tokens(self.vocab)
-        self.n_batch, self.n_ctx = n_batch, n_ctx
-        self.batch = lib.llama_batch_init(n_batch, 0, 1)
-        self.max_tokens, self.system = max_tokens, system
-        self.cached: list[int] = []  # tokens whose K/V sit in the cache at positions 0..n-1
-        self.template = ffi.string(lib.llama_model_chat_template(self.model, ffi.NULL)).decode()
-
-    def close(self) -> None:
-        lib = self.lib
-        lib.llama_batch_free(self.batch)
-        lib.llama_free(self.ctx)
-        lib.llama_model_free(self.model)
-
-    def meta(self, key: str) -> str:
-        buf = self.ffi.new("char[256]")
-        n = self.lib.llama_model_meta_val_str(self.model, key.encode(), buf, 256)
-        return self.ffi.string(buf).decode() if n >= 0 else ""
-
-    # tokens and text
-    def prompt(self, source: str) -> str:
-        ffi = self.ffi
-        roles = [ffi.new("char[]", b"system"), ffi.new("char[]", b"user")]
-        texts = [ffi.new("char[]", self.system.encode()), ffi.new("char[]", source.encode())]
-        msgs = ffi.new("struct llama_chat_message[2]")
-        for i in range(2):
-            msgs[i].role, msgs[i].content = roles[i], texts[i]
-        size = 4096
-        buf = ffi.new(f"char[{size}]")
-        n = self.lib.llama_chat_apply_template(ffi.new("char[]", self.template.encode()), msgs, 2, True, buf, size)
-        if n < 0 or n > size:
-            raise RuntimeError("chat template failed")
-        return ffi.unpack(buf, n).decode()
-
-    def tokenize(self, text: str, special: bool) -> list[int]:
-        b = text.encode()
-        n_max = len(b) + 16
-        toks = self.ffi.new(f"int32_t[{n_max}]")
-        n = self.lib.llama_tokenize(self.vocab, b, len(b), toks, n_max, special, special)
-        if n < 0:
-            raise RuntimeError("tokenize failed")
-        return list(toks[0:n])
-
-    def detok(self, tokens: list[int]) -> str:
-        out = b""
-        buf = self.ffi.new("char[256]")
-        for t in tokens:
-            n = self.lib.llama_token_to_piece(self.vocab, t, buf, 256, 0, False)
-            out += self.ffi.unpack(buf, n)
-        return out.decode("utf-8", "replace")
-
-    # the model
-    def _decode(self, tokens: list[int], pos0: int, logits_from: int) -> list[tuple[int, float]]:
-        """Run ``tokens`` at positions pos0…; (argmax, top-1 minus top-2 logit) after each token
-        from index ``logits_from`` on (one batched pass per ``n_batch`` tokens)."""
-        lib, b, ffi = self.lib, self.batch, self.ffi
-        out = []
-        for c0 in range(0, len(tokens), self.n_batch):
-            chunk = tokens[c0:c0 + self.n_batch]
-            b.n_tokens = len(chunk)
-            want = []
-            for j, t in enumerate(chunk):
-                b.token[j], b.pos[j], b.n_seq_id[j], b.seq_id[j][0] = t, pos0 + c0 + j, 1, 0
-                b.logits[j] = c0 + j >= logits_from
-                if c0 + j >= logits_from:
-                    want.append(j)
-            if lib.llama_decode(self.ctx, b) != 0:
-                raise RuntimeError("llama_decode failed")
-            for j in want:
-                x = np.frombuffer(ffi.buffer(lib.llama_get_logits_ith(self.ctx, j), self.n_vocab * 4),
-                                  dtype=np.float32)
-                i = int(x.argmax())
-                top2 = np.partition(x, -2)[-2]
-                out.append((i, float(x[i] - top2)))
-        return out
-
-    def _reuse(self, toks: list[int]) -> int:
-        """Keep the cached K/V of the common prefix (at least one token left to run)."""
-        k = 0
-        for a, c in zip(self.cached, toks[:-1]):
-            if a != c:
-                break
-            k += 1
-        self.lib.llama_kv_self_seq_rm(self.ctx, 0, k, -1)
-        self.cached = self.cached[:k]
-        return k
-
-    def _prompt(self, source: str) -> int:
-        """Run the prompt (its uncached tail, one batch); the argmax after it."""
-        toks = self.tokenize(self.prompt(source), True)
-        k = self._reuse(toks)
-        ((nxt, _),) = self._decode(toks[k:], k, len(toks) - k - 1)
-        self.cached = list(toks)
-        return nxt
-
-    def _continue(self, out: list[int], nxt: int) -> list[int]:
-        """Greedy from ``nxt`` (the argmax after ``self.cached``), appending to ``out``."""
-        eog = self.lib.llama_vocab_is_eog
-        while len(out) < self.max_tokens and not eog(self.vocab, nxt):
-            out.append(nxt)
-            ((nxt, _),) = self._decode([nxt], len(self.cached), 0)
-            self.cached.append(out[-1])
-        return out
-
-    def greedy(self, source: str) -> list[int]:
-        return self._continue([], self._prompt(source))
-
-    def with_draft(self, source: str, draft: str, tau: float = 1.0) -> tuple[list[int], int, int, int]:
-        """Greedy output verified against ``draft``: (tokens, draft tokens, accepted, argmax agreements).
-
-        The prompt runs exactly as in ``greedy`` (same batch), so its argmax decides d[0] exactly.
-        If d[0] matches, the whole draft runs in one batched pass; d[j+1] is accepted while the
-        argmax after d[j] is d[j+1] with a top-1/top-2 logit margin of at least ``tau`` (a batched
-        pass differs numerically from one-token decoding, see BENCHMARKS; ``tau`` = 0: argmax alone).
-        The model's token after the accepted prefix comes from the same pass when its margin is
-        ``tau`` or more; otherwise the last accepted token is run again alone for it."""
-        nxt = self._prompt(source)
-        d = self.tokenize(draft, False)[:self.max_tokens] if draft.strip() else []
-        if not d or d[0] != nxt:
-            return self._continue([], nxt), len(d), 0, 0
-        n0 = len(self.cached)
-        if n0 + len(d) + self.max_tokens > self.n_ctx:
-            raise RuntimeError("context too small")
-        preds = self._decode(d, n0, 0)  # preds[j]: (argmax, margin) after d[j]
-        acc = 1
-        while acc < len(d) and preds[acc - 1][0] == d[acc] and preds[acc - 1][1] >= tau:
-            acc += 1
-        agree = 1
-        while agree < len(d) and preds[agree - 1][0] == d[agree]:
-            agree += 1
-        out = d[:acc]
-        nxt, margin = preds[acc - 1]
-        if margin < tau:  # not certain: the last accepted token again, alone, as greedy runs it
-            self.lib.llama_kv_self_seq_rm(self.ctx, 0, n0 + acc - 1, -1)
-            ((nxt, _),) = self._decode([d[acc - 1]], n0 + acc - 1, 0)
-        else:
-            self.lib.llama_kv_self_seq_rm(self.ctx, 0, n0 + acc, -1)  # the rejected draft positions
-        self.cached += d[:acc]
-        if len(out) >= self.max_tokens:
-            return out, len(d), acc, agree
-        return self._continue(out, nxt), len(d), acc, agree
+        mod, _shim = llm_fetch.runtime()
+        super().__init__(gguf, mod, name=gguf.stem, threads=threads, n_ctx=n_ctx, n_batch=n_batch,
+                         max_tokens=max_tokens)
+        self.system = system
 
 
 def numerics(llm: LlamaMT, items: list[dict], n_logits: int = 8) -> dict:
@@ -344,17 +203,6 @@ def numerics(llm: LlamaMT, items: list[dict], n_logits: int = 8) -> dict:
             "max_logit_diff_batched_vs_one_token": round(max(diffs), 3),
             "per_sentence_max_diff": [round(x, 3) for x in diffs],
             "per_sentence_min_greedy_margin": [round(x, 3) for x in margins]}
-
-
-def clean(text: str) -> str:
-    """The first non-empty line, without a leading label or enclosing quotes."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    t = lines[0] if lines else ""
-    t = re.sub(r"^(translation|english|english translation)\s*[:：]\s*", "", t, flags=re.IGNORECASE)
-    pairs = {'"': '"', "“": "”", "'": "'", "「": "」"}
-    if len(t) >= 2 and t[0] in pairs and t[-1] == pairs[t[0]]:
-        t = t[1:-1].strip()
-    return t
 
 
 # --- the bench --------------------------------------------------------------------------------
@@ -404,10 +252,12 @@ def main() -> None:
     ap.add_argument("--json", metavar="OUT", help="write every output and figure here")
     ap.add_argument("--models", default="0.5b,1.5b", help="Qwen models (comma list of llm_fetch keys)")
     ap.add_argument("--inputs", default="ref,asr", help="ref, asr or both")
+    ap.add_argument("--set", default="dev", choices=("dev", "corpus"),
+                    help="dev: the 16 shared dev clips; corpus: the 205 sentences of bench/corpus")
     ap.add_argument("--max-load", type=float, default=1.5)
     ap.add_argument("--wait", type=float, default=240, help="seconds to wait for the load at most")
     ap.add_argument("--no-wait", action="store_true")
-    ap.add_argument("--taus", default="1,0", type=lambda v: [float(x) for x in v.split(",")],
+    ap.add_argument("--taus", default="1,0", type=lambda v: [float(x) for x in v.split(",") if x.strip()],
                     help="margins (logits) for accepting a draft token, one +draft variant each")
     ap.add_argument("--assert-same", action="store_true",
                     help="stop when a +draft output differs from plain greedy (default: count them)")
@@ -416,7 +266,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-    items = load_set()
+    items = load_set(args.set)
     if args.numerics:
         for key in [k.strip() for k in args.models.split(",") if k.strip()]:
             llm = LlamaMT(llm_fetch.fetch(llm_fetch.MODELS[key])[0])
@@ -497,6 +347,16 @@ def main() -> None:
                            speedup=f"{blk['speedup_total']}× (median {blk['speedup_median_ratio']}×)",
                            same=f"{blk['identical_to_greedy']}/{len(refs)}")
             rows.append(row)
+            kinds = sorted({it["kind"] for it in items if "kind" in it})
+            if len(kinds) > 1:  # the corpus: short meeting and long technical sentences apart
+                blk["by_kind"] = {}
+                for k in kinds:
+                    idx = [i for i, it in enumerate(items) if it.get("kind") == k]
+                    sk = scores([blk["outputs"][i] for i in idx], [refs[i] for i in idx])
+                    blk["by_kind"][k] = {**sk, "n": len(idx),
+                                         "median_ms": round(statistics.median(blk["ms"][i] for i in idx), 1)}
+                    rows.append({"input": inp, "variant": f"{name} [{k}, {len(idx)}]", **sk,
+                                 "median_ms": blk["by_kind"][k]["median_ms"]})
 
     cols = [("input", "input"), ("variant", "variant"), ("chrf", "chrF"), ("bleu", "BLEU"),
             ("chrf_joined", "chrF joined"),
@@ -513,7 +373,7 @@ def main() -> None:
             ["lscpu"], capture_output=True, text=True, check=False).stdout.splitlines() if ln.startswith("Model name")), "")
         import ctranslate2
         import sacrebleu
-        out = {"rows": rows, "results": results, "inputs": inputs, "references": refs, "models": meta,
+        out = {"set": args.set, "rows": rows, "results": results, "inputs": inputs, "references": refs, "models": meta,
                "conditions": {"cpu": cpu, "threads": THREADS, "python": platform.python_version(),
                               "ctranslate2": ctranslate2.__version__, "sacrebleu": sacrebleu.__version__,
                               "llama_cpp": llm_fetch.RUNTIME["llama_cpp"], "runtime_wheel": llm_fetch.RUNTIME["wheel"],

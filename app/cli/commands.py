@@ -17,7 +17,7 @@ from app.cloud.server import cmd_serve
 from app.core.errors import UserError
 from app.core.memory import tune_allocator
 from app.models import store
-from app.models.catalog import PACKS
+from app.models.catalog import PACKS, REQUIRES, default_packs
 from app.obs.report import cmd_report
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -77,7 +77,7 @@ def cmd_models(args) -> int:
     if args.mcmd in (None, "list"):
         inst = store.installed()
         print(f"model folder: {store.models_dir()}")
-        print(f"{'pack':<18} {'role':<4} {'languages':<10} {'size':>7}  {'status':<13} licence")
+        print(f"{'pack':<18} {'role':<7} {'languages':<10} {'size':>7}  {'status':<13} licence")
         ids = list(PACKS) + [i for i in inst if i not in PACKS]
         for pid in ids:
             p = inst.get(pid)
@@ -86,15 +86,24 @@ def cmd_models(args) -> int:
             lic = p.licence if p else PACKS[pid].licence
             size = f"{p.size / 1e6:.0f} MB" if p else "-"
             status = ("imported" if p.manifest.get("imported") else "installed") if p else "not installed"
-            print(f"{pid:<18} {role:<4} {langs:<10} {size:>7}  {status:<13} {lic}")
-        missing = [pid for pid in PACKS if pid not in inst]
+            if not p and pid in PACKS and PACKS[pid].optional:
+                status = "optional"
+            print(f"{pid:<18} {role:<7} {langs:<10} {size:>7}  {status:<13} {lic}")
+        missing = [pid for pid in default_packs() if pid not in inst]
         if missing:
             print(f"install with: relay models install {' '.join(missing)}")
+        llm = [pid for pid, pk in PACKS.items() if pk.role == "llm" and pid not in inst]
+        if llm:
+            print(f"optional, a stronger translator for final text (zh→en): relay models install {llm[-1]}")
         return 0
     if args.mcmd == "install":
-        packs = args.packs or list(PACKS)
+        packs = args.packs or default_packs()
         wh = Path(args.wheelhouse) if args.wheelhouse else None
-        for pid in packs:
+        inst, want = store.installed(), []
+        for pid in packs:  # an LLM pack brings its runtime
+            want += [r for r in REQUIRES.get(pid, ()) if r not in inst and r not in want and r not in packs]
+            want.append(pid)
+        for pid in want:
             store.install(pid, force=args.force, wheelhouse=wh, progress=progress)
         return 0
     if args.mcmd == "verify":

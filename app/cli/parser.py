@@ -8,6 +8,7 @@ from app import __version__
 from app.core.errors import UserError
 from app.core.profanity import DEFAULT_MODE as PROFANITY_DEFAULT
 from app.core.profanity import MODES as PROFANITY_MODES
+from app.models.catalog import FINAL_MT_CHOICES
 
 
 class ArgParser(argparse.ArgumentParser):
@@ -42,6 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--final-lead-in", type=float, default=None, metavar="S",
                    help="the second pass decodes each sentence after the last S seconds of the previous "
                         "final's speech, that text forced (default 5; 0: each sentence alone)")
+    r.add_argument("--final-mt", choices=FINAL_MT_CHOICES, default="auto",
+                   help="what translates the finals (zh-en): auto (the qwen-1.5b LLM pack when installed, "
+                        "else OPUS-MT), opus, or an LLM pack (relay models install qwen-1.5b)")
+    r.add_argument("--final-mt-budget", type=float, default=None, metavar="S",
+                   help="in real time, a final the LLM would not finish within S seconds of its sentence's "
+                        "end is translated by OPUS-MT instead (default 1.5)")
     r.add_argument("--profanity", choices=PROFANITY_MODES, default=PROFANITY_DEFAULT,
                    help="what subtitles, exports and the dub make of profanity: masked (f***, the default), "
                         "removed, or raw (as recognised and translated)")

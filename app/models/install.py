@@ -142,6 +142,8 @@ def install(pack_id: str, root: Path | None = None, force: bool = False, wheelho
                 if digest != arc.sha256:
                     raise UserError(f"{arc.requirement}: archive sha256 {digest} does not match the pin {arc.sha256}")
                 _extract(pack, path, partial)
+                if path.parent == Path(tmp):  # a pack of many archives (an LLM: 1.1 GB) holds one at a time
+                    path.unlink()
         files = {}
         for name, want in pack.files.items():
             p = partial / name

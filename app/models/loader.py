@@ -9,6 +9,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from app.core.errors import ModelDamaged, UserError
 from app.models import store
+from app.models.catalog import AUTO_LLM, FINAL_MT_CHOICES
 
 
 @dataclass
@@ -147,3 +148,49 @@ def load_tts(plan: PairPlan, threads: int = 1):
         return PiperTTS(str(d / "voice.onnx"), str(d / "voice.onnx.json"), name=plan.tts_pack, threads=threads)
     except Exception as e:  # onnxruntime raises its own exception types for bad files
         raise ModelDamaged(plan.tts_pack, str(e).splitlines()[0][:120]) from None
+
+
+
+
+def final_mt_pack(plan: PairPlan, choice: str = "auto") -> str | None:
+    """The LLM pack the second pass translates with, or None (the pair's own translator).
+    ``choice``: auto (the 1.5B pack when it and its runtime are installed), opus, or a pack id
+    (missing: a one-line error naming its install command)."""
+    if choice not in FINAL_MT_CHOICES:
+        raise UserError(f"--final-mt must be one of {', '.join(FINAL_MT_CHOICES)}, got {choice[:30]!r}")
+    if choice == "opus" or plan.mt_pack is None:
+        return None
+    if (plan.src, plan.tgt) != ("zh", "en"):
+        if choice == "auto":
+            return None
+        raise UserError(f"the LLM translator is for zh→en finals only (this session is {plan.src}→{plan.tgt})")
+    inst = store.installed()
+    pack = AUTO_LLM if choice == "auto" else choice
+    if choice == "auto" and (pack not in inst or "llama-cpp-runtime" not in inst):
+        return None
+    store.get(pack)  # ModelMissing / damaged: names the command
+    store.get("llama-cpp-runtime")
+    return pack
+
+
+def load_final_mt(plan: PairPlan, choice: str = "auto", threads: int = 2):
+    """The second pass's LLM translator (app.backends.llama_mt) or None."""
+    pack = final_mt_pack(plan, choice)
+    if pack is None:
+        return None
+    import platform
+    import sys
+
+    if sys.version_info[:2] != (3, 11) or platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux":
+        raise UserError("the llama.cpp runtime pack is built for CPython 3.11 on x86-64 Linux; "
+                        f"this is Python {platform.python_version()} on {sys.platform}/{platform.machine()} "
+                        "(use --final-mt opus)")
+    from app.backends.llama_mt import LlamaTranslator  # llama.cpp loads with a model only
+
+    runtime = store.get("llama-cpp-runtime").path / "_llama_cpp_cpu.so"
+    gguf = store.get(pack).path / "model.gguf"
+    try:
+        return LlamaTranslator(gguf, runtime, name=pack, threads=threads, source_lang=plan.src,
+                               target_lang=plan.tgt)
+    except (RuntimeError, OSError, ImportError) as e:
+        raise ModelDamaged(pack, str(e).splitlines()[0][:120]) from None

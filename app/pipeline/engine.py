@@ -279,6 +279,12 @@ class StreamingPipeline(LocalEngine):
                                 lead_in_rechecked=f.context["rechecked"],
                                 narrow_band=f.narrow_band,
                                 **{f"{k}_s": round(v, 3) for k, v in f.time_s.items()})
+            if f.llm is not None:  # finals translated by the LLM, and by the pair's MT past the budget
+                out["final"].update(final_mt=getattr(f.llm, "name", "llm"), final_mt_llm=f.llm_stats["llm"],
+                                    final_mt_fallback=f.llm_stats["fallback"],
+                                    final_mt_failed=f.llm_stats["failed"],
+                                    final_mt_llm_s=round(f.llm_stats["llm_s"], 3),
+                                    final_mt_budget_s=f.llm_budget_s)
         if self.tts_stage is not None:
             out["tts"].update(chunks=self.tts_stage.chunks, skipped=self.tts_stage.skipped)
         out["queues"] = {"segments_max_depth": self.seg_q.max_depth,

@@ -195,6 +195,57 @@ class FinalStage(Stage):
         self.repeats = SentenceRepeats(lang)
         self._probs: list[tuple[int, float]] = []  # (frame start, speech prob) of the open sentence
         self._gate = Hysteresis(cfg.vad_threshold, cfg.vad_off_threshold)
+        # a stronger (slower) translator for the finals, e.g. an LLM; see use_llm
+        self.llm: MTBackend | None = None
+        self.llm_budget_s: float | None = None
+        self._llm_rate = 0.0  # seconds per source character, running estimate
+        self.llm_stats = {"llm": 0, "fallback": 0, "failed": 0, "llm_s": 0.0}
+
+    def use_llm(self, llm: MTBackend, s_per_char: float = 0.0, budget_s: float | None = None) -> None:
+        """Translate finals with ``llm``. ``budget_s``: a final it would not finish within that many
+        seconds of its sentence's end being heard goes to the pair's translator instead (real time;
+        None: always the LLM, as for a file run as fast as it goes)."""
+        self.llm, self._llm_rate, self.llm_budget_s = llm, s_per_char, budget_s
+
+    def _translator(self, text: str, started: float) -> tuple[MTBackend | None, str]:
+        """The translator for a final whose sentence end was heard at ``started`` (clock time,
+        when the VAD pause closed it), and its name in the stats."""
+        if self.llm is None:
+            return self.mt, "mt"
+        if self.llm_budget_s is None or self.mt is None:
+            return self.llm, "llm"
+        spent = self.clock.now() - started + self.cfg.pause_s  # the pause that ended it, already waited
+        if spent + self._llm_rate * len(text) > self.llm_budget_s:
+            return self.mt, "fallback"
+        return self.llm, "llm"
+
+    def _translate_final(self, text: str, started: float) -> str:
+        tr, which = self._translator(text, started)
+        if tr is None:
+            return text
+        t = self.clock.now()
+        if which != "llm":
+            if which == "fallback":
+                self.llm_stats["fallback"] += 1
+            return self.watched(tr.translate, text, beam_size=self.cfg.mt_beam).strip()
+        try:
+            out = self.watched(tr.translate, text, beam_size=self.cfg.mt_beam).strip()
+        except Superseded:
+            raise
+        except Exception as e:  # the LLM failed: the pair's translator makes this final
+            log.warning("LLM translation failed (%s: %s); using %s", type(e).__name__, e,
+                        getattr(self.mt, "name", "the pair's translator"))
+            self.llm_stats["failed"] += 1
+            if self.mt is None:
+                raise
+            return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
+        took = self.clock.now() - t
+        self.llm_stats["llm"] += 1
+        self.llm_stats["llm_s"] += took
+        if text:
+            rate = took / len(text)
+            self._llm_rate = rate if self._llm_rate <= 0 else 0.7 * self._llm_rate + 0.3 * rate
+        return out
 
     @property
     def read_from(self) -> int:
@@ -328,9 +379,7 @@ class FinalStage(Stage):
             t = self.clock.now()
             try:
                 with self.urgent():
-                    target = (self.watched(self.mt.translate, join_words(words, self.lang),
-                                           beam_size=self.cfg.mt_beam).strip()
-                              if self.mt is not None else join_words(words, self.lang))
+                    target = self._translate_final(join_words(words, self.lang), started)
                 self.time_s["mt"] += self.clock.now() - t
             except Superseded:
                 raise

@@ -16,7 +16,7 @@ from app.backends.zh_words import JiebaBoundaries
 from app.core.errors import UserError
 from app.core.memory import start_trimmer
 from app.models import store
-from app.models.loader import load_asr, load_mt, load_tts, plan_pair
+from app.models.loader import final_mt_pack, load_asr, load_final_mt, load_mt, load_tts, plan_pair
 from app.session.options import WARMUP_CLIP, SessionOptions
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -34,6 +34,8 @@ class LoadedModels:
     load_s: float
     warm_s: float
     boundaries: object = None
+    final_mt: object = None  # the second pass's LLM translator (None: the pair's own)
+    final_mt_s_per_char: float = 0.0  # its warm-up speed
 
     @property
     def out_lang(self) -> str:
@@ -47,6 +49,7 @@ def check_models(opts: SessionOptions):
     for pack in (plan.asr_pack, plan.mt_pack, plan.tts_pack):
         if pack:
             store.get(pack)
+    final_mt_pack(plan, opts.final_mt)  # an LLM asked for and missing: its install command
     return plan
 
 
@@ -73,6 +76,7 @@ def load_models(opts: SessionOptions, status: Callable[[str], None] = lambda m: 
         "mt": lambda: load_mt(plan, threads=1, beam_size=opts.mt_beam),
         "tts": lambda: load_tts(plan, threads=1),
         "vad": SileroVAD,
+        "final_mt": lambda: None if opts.serial else load_final_mt(plan, opts.final_mt, threads=opts.threads or cores),
     })
     asr, mt, tts, vad = loaded["asr"], loaded["mt"], loaded["tts"], loaded["vad"]
     parts = [f"{k} {v:.1f}" for k, v in took.items()]
@@ -80,6 +84,14 @@ def load_models(opts: SessionOptions, status: Callable[[str], None] = lambda m: 
     status("warming up")
     warm_s = warm_up(asr, mt, tts, vad)
     models = LoadedModels(plan, asr, mt, tts, vad, accel, load_s, warm_s)
+    if loaded["final_mt"] is not None:
+        models.final_mt = loaded["final_mt"]
+        t1 = time.monotonic()
+        probe = "今天的会议到此结束，谢谢大家。"
+        models.final_mt.translate(probe)
+        models.final_mt_s_per_char = (time.monotonic() - t1) / len(probe)
+        models.warm_s = warm_s = models.warm_s + (time.monotonic() - t1)
+        parts.append(f"final translator {models.final_mt.name}")
     if models.out_lang == "zh":
 
         models.boundaries = JiebaBoundaries(str(store.relay_home() / "cache"))

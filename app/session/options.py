@@ -42,6 +42,11 @@ class SessionOptions:
     final_pass: bool = True
     # seconds of the previous final's speech the second pass decodes before each sentence (None: 5)
     final_lead_in: float | None = None
+    # what translates the finals: auto (the qwen-1.5b LLM pack when installed, else the pair's
+    # OPUS-MT), opus, or an LLM pack id; in real time an LLM final that would come later than
+    # final_mt_budget seconds after its sentence ended is translated by OPUS-MT instead
+    final_mt: str = "auto"
+    final_mt_budget: float | None = None
     # what subtitles, exports and the dub make of profanity: masked (f***), removed or raw
     # (app/core/profanity.py; the word lists are resources/profanity/<lang>.txt)
     profanity: str = PROFANITY_DEFAULT
@@ -60,6 +65,8 @@ class SessionOptions:
                 raise UserError(f"{flag} must be between 0 and 3 seconds")
         if self.final_lead_in is not None and not 0 <= self.final_lead_in <= 10:
             raise UserError("--final-lead-in must be between 0 (off) and 10 seconds")
+        if self.final_mt_budget is not None and not 0 < self.final_mt_budget <= 60:
+            raise UserError("--final-mt-budget must be between 0 and 60 seconds")
         if self.confident_commit is not None and not 0 <= self.confident_commit <= 1:
             raise UserError("--confident-commit must be a probability between 0 (off) and 1")
         if self.preview not in ("auto", "on", "off"):

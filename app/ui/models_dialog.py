@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
 
 from app.core.errors import UserError
 from app.models import store
-from app.models.catalog import PACKS
+from app.models.catalog import PACKS, default_packs
 
 
 class InstallWorker(QObject):
@@ -87,7 +87,7 @@ class ModelsDialog(QDialog):
 
     def missing(self) -> list[str]:
         inst = store.installed()
-        return [pid for pid in PACKS if pid not in inst]
+        return [pid for pid in default_packs() if pid not in inst]
 
     def refresh(self) -> None:
         inst = store.installed()
@@ -95,7 +95,8 @@ class ModelsDialog(QDialog):
         for pid, pack in PACKS.items():
             row = self.table.rowCount()
             self.table.insertRow(row)
-            status = f"installed, {inst[pid].size / 1e6:.0f} MB" if pid in inst else "not installed"
+            status = (f"installed, {inst[pid].size / 1e6:.0f} MB" if pid in inst else
+                      f"optional: relay models install {pid}" if pack.optional else "not installed")
             for col, text in enumerate((pid, pack.title, status, pack.licence)):
                 self.table.setItem(row, col, QTableWidgetItem(text))
         self.table.resizeColumnsToContents()
