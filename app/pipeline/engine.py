@@ -283,6 +283,7 @@ class StreamingPipeline(LocalEngine):
                 out["final"].update(final_mt=getattr(f.llm, "name", "llm"), final_mt_llm=f.llm_stats["llm"],
                                     final_mt_fallback=f.llm_stats["fallback"],
                                     final_mt_failed=f.llm_stats["failed"],
+                                    final_mt_rejected=f.llm_stats["rejected"],
                                     final_mt_llm_s=round(f.llm_stats["llm_s"], 3),
                                     final_mt_budget_s=f.llm_budget_s)
         if self.tts_stage is not None:

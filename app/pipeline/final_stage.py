@@ -199,7 +199,7 @@ class FinalStage(Stage):
         self.llm: MTBackend | None = None
         self.llm_budget_s: float | None = None
         self._llm_rate = 0.0  # seconds per source character, running estimate
-        self.llm_stats = {"llm": 0, "fallback": 0, "failed": 0, "llm_s": 0.0}
+        self.llm_stats = {"llm": 0, "fallback": 0, "failed": 0, "rejected": 0, "llm_s": 0.0}
 
     def use_llm(self, llm: MTBackend, s_per_char: float = 0.0, budget_s: float | None = None) -> None:
         """Translate finals with ``llm``. ``budget_s``: a final it would not finish within that many
@@ -240,11 +240,16 @@ class FinalStage(Stage):
                 raise
             return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
         took = self.clock.now() - t
-        self.llm_stats["llm"] += 1
         self.llm_stats["llm_s"] += took
         if text:
             rate = took / len(text)
             self._llm_rate = rate if self._llm_rate <= 0 else 0.7 * self._llm_rate + 0.3 * rate
+        if self.mt is not None and (not out or _leaves_source_script(out, self.lang)):
+            # an LLM that copies part of the sentence instead of translating it ("Market部下周提交
+            # 报告。" from Qwen 0.5B): the pair's translator makes this final
+            self.llm_stats["rejected"] += 1
+            return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
+        self.llm_stats["llm"] += 1
         return out
 
     @property
@@ -287,8 +292,12 @@ class FinalStage(Stage):
                             stop = min(self.last_speech + int(self.cfg.tail_s * SR), t + fs)
                             start, self.utt_start = max(self.utt_start, self.covered_until), None
                             self._finalise(start, stop, "pause")
+                        elif i % 8 == 7:
+                            # a long chunk (a file fed as fast as it goes) is capped as it is read,
+                            # not once at its end: else a sentence ran on for 20-40 s past the cap
+                            self._cap(t + fs)
                 self.pos = end
-                self._cap()
+                self._cap(self.pos)
             if self.ring.closed and self.ring.written - self.pos < fs:
                 if self.utt_start is not None:
                     start, self.utt_start = self.utt_start, None
@@ -304,32 +313,32 @@ class FinalStage(Stage):
         start, stop, _ = self.in_flight
         return f"the sentence at {start / SR:.1f}-{stop / SR:.1f} s again"
 
-    def _cap(self) -> None:
-        """A long stretch of speech with no pause: finalise up to a first-pass mark, or past the
-        hard cap, at the quietest moment of its last seconds."""
+    def _cap(self, pos: int) -> None:
+        """A long stretch of speech with no pause, read up to sample ``pos``: finalise up to a
+        first-pass mark, or past the hard cap, at the quietest moment of its last seconds."""
         if self.utt_start is None:
             return
-        length = (self.pos - self.utt_start) / SR
+        length = (pos - self.utt_start) / SR
         if length < self.cfg.mark_after_s:
             return
         lo = self.utt_start / SR + self.cfg.min_mark_s
-        hi = self.pos / SR - 0.3
+        hi = pos / SR - 0.3
         mark = self.first.mark_in(lo, hi, sentence_only=True) or self.first.mark_in(lo, hi, sentence_only=False)
         reason = "mark"
         if mark is not None:
-            cut = min(self.pos, int((mark + 0.1) * SR))
+            cut = min(pos, int((mark + 0.1) * SR))
         elif length >= self.cfg.hard_max_s:
-            cut, reason = self._quietest(lo), "length"
+            cut, reason = self._quietest(lo, pos), "length"
         else:
             return
         start, self.utt_start = self.utt_start, cut
         self._probs = [(t, p) for t, p in self._probs if t >= cut]
         self._finalise(start, cut, reason)
 
-    def _quietest(self, lo: float) -> int:
-        tail = [(p, t) for t, p in self._probs if t >= max(lo * SR, self.pos - 3 * SR)]
+    def _quietest(self, lo: float, pos: int) -> int:
+        tail = [(p, t) for t, p in self._probs if max(lo * SR, pos - 3 * SR) <= t < pos]
         if not tail:
-            return self.pos
+            return pos
         _, t = min(tail)
         return t + self.vad.frame_samples // 2
 
@@ -559,6 +568,13 @@ class FinalStage(Stage):
     def _dub(self, tr: Translation | None) -> None:
         if tr is not None and self.tts_out is not None:
             self.tts_out.put(tr)  # outside the bus lock: the dub stage publishes while this may wait
+
+
+def _leaves_source_script(text: str, lang: str) -> bool:
+    """Whether a translation out of Chinese or Japanese still holds characters of that script."""
+    if lang not in ("zh", "ja"):
+        return False
+    return any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" for c in text)
 
 
 def _join_texts(parts: list[str], lang: str) -> str:

@@ -115,3 +115,31 @@ def test_final_mt_choice(tmp_path, monkeypatch):
         final_mt_pack(_plan("ja", "en", "some-ja-en"), "qwen-0.5b")
     with pytest.raises(UserError, match="--final-mt"):
         final_mt_pack(_plan(), "gpt")
+
+
+class CopyingLLM(FakeLLM):
+    def translate(self, source, target_prefix="", beam_size=None):
+        self.calls.append(source)
+        return "Market部下周提交报告。"
+
+
+def test_an_llm_output_still_in_the_source_script_is_replaced_by_the_pair_translator():
+    st = FinalStage.__new__(FinalStage)
+    st.clock, st.mt, st.cfg, st.lang = FakeClock(), FakeMT(), cfg().final, "zh"
+    st.watched = lambda fn, *a, **k: fn(*a, **k)
+    st.use_llm(CopyingLLM(), 0.0, None)
+    st.llm_stats = {"llm": 0, "fallback": 0, "failed": 0, "rejected": 0, "llm_s": 0.0}
+    assert st._translate_final("市场部下周提交报告。", 0.0) == "市场部下周提交报告。".upper()
+    assert st.llm_stats["rejected"] == 1 and st.llm_stats["llm"] == 0
+    st.use_llm(FakeLLM(), 0.0, None)
+    assert st._translate_final("你好", 0.0) == "你好"  # FakeLLM keeps the Chinese: also rejected
+    assert st.llm_stats["rejected"] == 2
+
+
+def test_the_glossary_goes_into_the_instruction():
+    from app.backends.llama_mt import SYSTEM, system_prompt
+
+    assert system_prompt() == SYSTEM
+    p = system_prompt("zh", "en", [("市场部", "Marketing Department"), ("", "x")])
+    assert p.startswith("Translate the user's Chinese into English.") and "市场部 = Marketing Department" in p
+    assert "= x" not in p

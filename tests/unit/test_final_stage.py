@@ -132,6 +132,22 @@ def test_long_speech_without_pauses_is_finalised_at_first_pass_marks():
     assert sum(len(f.words) for f in finals) == 28
 
 
+def test_a_long_stretch_read_in_one_chunk_is_capped_as_it_is_read():
+    # a file fed as fast as it goes: 40 s of speech reach the second pass in one chunk; the hard
+    # cap (12 s) applies inside it, not once at its end (finals of 20-40 s before)
+    pipe = StreamingPipeline(FakeASR(), FakeMT(), None, FakeVAD(), cfg(), final_vad=FakeVAD())
+    audio = speech(40.0, 1.0)
+    pipe.final_stage.first.marks.clear()
+    events = run(pipe, audio, block=len(audio))
+    finals = finals_of(events)
+    assert len(finals) >= 4, [(f.reason, f.src_start, f.src_end) for f in finals]
+    assert all(f.src_end - f.src_start <= 12.5 for f in finals), [(f.src_start, f.src_end) for f in finals]
+    # the fake hears one word per whole 0.5 s it is given: a cut inside a word costs it that word
+    assert 80 - (len(finals) - 1) <= sum(len(f.words) for f in finals) <= 80
+    covered = [s for f in finals for s in f.covers]
+    assert len(covered) == len(set(covered))
+
+
 class SlowUtteranceASR(FakeASR):
     def transcribe_utterance(self, audio, prompt="", beam_size=None):
         time.sleep(0.4)
