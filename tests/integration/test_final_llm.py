@@ -61,3 +61,18 @@ def test_an_llm_pack_not_installed_names_its_install_command():
     assert p.returncode != 0
     err = p.stderr.strip().splitlines()
     assert len(err) == 1 and "relay models install qwen-1.5b" in err[0] and "Traceback" not in p.stderr, p.stderr
+
+
+def test_models_list_shows_the_llm_packs_as_optional():
+    p = relay("models", "list", timeout=60)
+    assert p.returncode == 0, p.stderr
+    rows = {ln.split()[0]: ln for ln in p.stdout.splitlines()[2:] if ln.strip() and not ln.startswith(("install", "optional"))}
+    assert {"qwen-0.5b", "qwen-1.5b", "llama-cpp-runtime"} <= rows.keys()
+    inst = store.installed()
+    for pid in ("qwen-0.5b", "qwen-1.5b", "llama-cpp-runtime"):
+        assert ("installed" if pid in inst else "optional") in rows[pid], rows[pid]
+    if "qwen-1.5b" not in inst:
+        assert "relay models install qwen-1.5b" in p.stdout
+    # the plain install line names no optional pack
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("install with:")), "")
+    assert "qwen" not in line and "llama" not in line
