@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from dataclasses import dataclass, field
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -178,9 +180,6 @@ def load_final_mt(plan: PairPlan, choice: str = "auto", threads: int = 2):
     pack = final_mt_pack(plan, choice)
     if pack is None:
         return None
-    import platform
-    import sys
-
     if sys.version_info[:2] != (3, 11) or platform.machine() not in ("x86_64", "AMD64") or sys.platform != "linux":
         raise UserError("the llama.cpp runtime pack is built for CPython 3.11 on x86-64 Linux; "
                         f"this is Python {platform.python_version()} on {sys.platform}/{platform.machine()} "
