@@ -152,8 +152,6 @@ def load_tts(plan: PairPlan, threads: int = 1):
         raise ModelDamaged(plan.tts_pack, str(e).splitlines()[0][:120]) from None
 
 
-
-
 def final_mt_pack(plan: PairPlan, choice: str = "auto") -> str | None:
     """The LLM pack the second pass translates with, or None (the pair's own translator).
     ``choice``: auto (the 1.5B pack when it and its runtime are installed), opus, or a pack id

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.audio import SR
-from app.core.text import norm
+from app.core.text import is_ideograph, norm, unspaced
 from app.pipeline.gate import Hysteresis
 from app.pipeline.messages import (Control, ControlMessage, FinalSentence, Segment, Translation,
                                    join_words)
@@ -220,14 +220,17 @@ class FinalStage(Stage):
         return self.llm, "llm"
 
     def _translate_final(self, text: str, started: float) -> str:
+        def by_pair() -> str:
+            return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
+
         tr, which = self._translator(text, started)
         if tr is None:
             return text
-        t = self.clock.now()
         if which != "llm":
             if which == "fallback":
                 self.llm_stats["fallback"] += 1
-            return self.watched(tr.translate, text, beam_size=self.cfg.mt_beam).strip()
+            return by_pair()
+        t = self.clock.now()
         try:
             out = self.watched(tr.translate, text, beam_size=self.cfg.mt_beam).strip()
         except Superseded:
@@ -238,7 +241,7 @@ class FinalStage(Stage):
             self.llm_stats["failed"] += 1
             if self.mt is None:
                 raise
-            return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
+            return by_pair()
         took = self.clock.now() - t
         self.llm_stats["llm_s"] += took
         if text:
@@ -248,7 +251,7 @@ class FinalStage(Stage):
             # an LLM that copies part of the sentence instead of translating it ("Market部下周提交
             # 报告。" from Qwen 0.5B): the pair's translator makes this final
             self.llm_stats["rejected"] += 1
-            return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
+            return by_pair()
         self.llm_stats["llm"] += 1
         return out
 
@@ -572,9 +575,10 @@ class FinalStage(Stage):
 
 def _leaves_source_script(text: str, lang: str) -> bool:
     """Whether a translation out of Chinese or Japanese still holds characters of that script."""
-    if lang not in ("zh", "ja"):
+    if not unspaced(lang):
         return False
-    return any("\u3040" <= c <= "\u30ff" or "\u3400" <= c <= "\u9fff" or "\uf900" <= c <= "\ufaff" for c in text)
+    # ideographs, kana, and the compatibility ideographs
+    return any(is_ideograph(c) or "\u3040" <= c <= "\u30ff" or "\uf900" <= c <= "\ufaff" for c in text)
 
 
 def _join_texts(parts: list[str], lang: str) -> str:

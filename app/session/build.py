@@ -104,12 +104,12 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
                fi.wrap(models.vad, "vad", faults), cfg, clock=clock,
                word_boundaries=models.boundaries, accel=models.accel,
                final_vad=final_vad)
-    # latency control: speculative MT drafts and the degradation policy (streaming only)
     if (getattr(pipe, "final_stage", None) is not None and getattr(models, "final_mt", None) is not None
             and opts.final_mt != "opus"):
         # finals translated by the LLM; in real time within a budget, else by the pair's OPUS-MT
         pipe.final_stage.use_llm(models.final_mt, getattr(models, "final_mt_s_per_char", 0.0),
                                  (opts.final_mt_budget or 1.5) if opts.realtime else None)
+    # latency control: speculative MT drafts and the degradation policy (streaming only)
     pipe.speculation = SpeculationController(SpeculationConfig(opts.speculative), pipe.clock, pipe.bus.publish)
     pipe.policy = None
     if opts.serial:
