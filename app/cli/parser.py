@@ -140,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--send-timeout", dest="send_timeout_s", type=float,
                     help="close a client that reads nothing for this many seconds (default 5)")
     sv.add_argument("--max-beam", dest="max_beam", type=int, help="largest MT beam a client may ask for (default 8)")
+    sv.add_argument("--final-mt", dest="final_mt", choices=FINAL_MT_CHOICES,
+                    help="what translates the finals: auto (default: the qwen-1.5b LLM pack when installed, "
+                         "else OPUS-MT), opus, or an LLM pack")
+    sv.add_argument("--final-mt-budget", dest="final_mt_budget", type=float, metavar="S",
+                    help="a final the LLM would not finish within S seconds of its sentence's end is "
+                         "translated by OPUS-MT instead (default 1.5)")
     sv.add_argument("-v", "--verbose", action="store_true")
 
     m = sub.add_parser("models", help="install, list, verify and import model packs")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from app.cloud.protocol import ProtocolError, TokenBucket
 from app.core.errors import UserError
+from app.models.catalog import FINAL_MT_CHOICES
 
 MIN_USEFUL_SAMPLES = 160  # a message with less new audio than 10 ms is overhead (see FrameLimiter)
 
@@ -43,6 +44,8 @@ class ServerLimits:
     allow_fast: bool = True  # sessions with realtime:false (audio as fast as answered)
     refusals_per_min: int = 10  # refused connections from one address before it gets 429 for a minute
     shutdown_s: float = 3.0  # graceful shutdown: sessions are told and closed within this
+    final_mt: str = "auto"  # what translates the finals: auto (the qwen-1.5b pack when installed), opus, a pack
+    final_mt_budget: float = 1.5  # a final the LLM would not finish within this many s of its sentence's end: OPUS-MT
 
     @classmethod
     def from_settings(cls, args=None, environ=None) -> "ServerLimits":
@@ -71,6 +74,11 @@ class ServerLimits:
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise UserError(f"relay serve: {name.replace('_', '-')} must be above 0, got {v}")
+        if self.final_mt not in FINAL_MT_CHOICES:
+            raise UserError(f"relay serve: final-mt must be one of {', '.join(FINAL_MT_CHOICES)}, "
+                            f"got {self.final_mt[:30]!r}")
+        if not 0 < self.final_mt_budget <= 60:
+            raise UserError(f"relay serve: final-mt-budget must be above 0 and at most 60 s, got {self.final_mt_budget}")
         if self.send_buffer < 0:
             raise UserError("relay serve: send-buffer must be 0 (the system's) or a size in bytes")
         if self.outbox_soft > self.outbox_items:

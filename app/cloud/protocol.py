@@ -317,7 +317,7 @@ def event_to_wire(ev, off: float) -> dict | None:
         return {"k": "final", "id": ev.id, "words": _words(ev.words, off), "source": ev.source,
                 "target": ev.target, "src_start": round(ev.src_start + off, 3), "src_end": round(ev.src_end + off, 3),
                 "covers": list(ev.covers), "first_source": ev.first_source, "first_target": ev.first_target,
-                "reason": ev.reason, "failed": ev.failed, "shown_ago_s": shown,
+                "reason": ev.reason, "failed": ev.failed, "shown_ago_s": shown, "mt": ev.mt,
                 "compute_s": round(max(0.0, ev.final_at - ev.started_at), 4)}
     if isinstance(ev, Metric):
         return {"k": "metric", "name": ev.name, "value": ev.value, "labels": dict(ev.labels)}
@@ -350,7 +350,7 @@ def wire_to_event(d: dict, now: float, segments: dict):
                              None if ago is None else now - float(ago), tuple(int(c) for c in d.get("covers", ())),
                              str(d.get("first_source", "")), str(d.get("first_target", "")),
                              str(d.get("reason", "pause")), bool(d.get("failed", False)),
-                             now - float(d.get("compute_s", 0.0)))
+                             now - float(d.get("compute_s", 0.0)), str(d.get("mt", "")))
     if k == "metric":
         return Metric(d["name"], float(d["value"]), now, tuple(sorted((str(a), str(b)) for a, b in d.get("labels", {}).items())))
     raise ProtocolError("malformed", f"unknown event kind {k!r}")

@@ -144,9 +144,11 @@ class Server:
             # a client that predates it gets the first pass, and the dub made from its pieces
             # the profanity setting applies for a client that asked for it (feature "profanity");
             # one that predates it gets the text as recognised, as before
+            # the finals' translator and its budget are the server's (its operator's) choice
             opts = SessionOptions(**{"realtime": True, **hello.options, "pair": hello.pair,
                                      "final_pass": "final" in hello.features,
-                                     "profanity": hello.profanity_applied})
+                                     "profanity": hello.profanity_applied, "final_mt": self.limits.final_mt,
+                                     "final_mt_budget": self.limits.final_mt_budget})
             opts.validate()
         except P.ProtocolError as e:
             raise Fatal(e.code, str(e)) from None
@@ -391,7 +393,7 @@ def cmd_serve(args) -> int:
     batching = os.environ.get("RELAY_SERVE_BATCHING", "on") != "off"
     batcher = MicroBatcher(workers=max(2, min(4, os.cpu_count() or 2)), batching=batching)
     try:
-        pool = ModelPool(batcher, lazy=limits.lazy_pairs)
+        pool = ModelPool(batcher, lazy=limits.lazy_pairs, final_mt=limits.final_mt)
         for pair in limits.pair_list:
             pool.load(pair)
         gc.freeze()  # the loaded models live as long as the process: full collections skip them

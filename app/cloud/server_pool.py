@@ -101,8 +101,8 @@ class ModelPool:
     loaded at start are served; with ``lazy`` another installed pair loads on its first use
     (one load at a time, on the load pool)."""
 
-    def __init__(self, batcher: MicroBatcher, lazy: bool = False):
-        self.batcher, self.lazy = batcher, lazy
+    def __init__(self, batcher: MicroBatcher, lazy: bool = False, final_mt: str = "auto"):
+        self.batcher, self.lazy, self.final_mt = batcher, lazy, final_mt
         self._models: dict[str, LoadedModels] = {}
         self._loading: dict[str, asyncio.Future] = {}
         self._lock = threading.Lock()
@@ -117,7 +117,8 @@ class ModelPool:
             m = self._models.get(pair)
         if m is not None:
             return m
-        m = load_models(SessionOptions(pair=pair), lambda msg: log.info("%s", msg))
+        # the finals' translator (an LLM pack, shared by the pair's sessions one call at a time)
+        m = load_models(SessionOptions(pair=pair, final_mt=self.final_mt), lambda msg: log.info("%s", msg))
         with self._lock:
             if pair not in self._models:
                 self._models[pair] = m

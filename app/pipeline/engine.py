@@ -389,7 +389,8 @@ class SerialCascade(LocalEngine):
         self.bus.publish(tr)
         # the whole utterance is this cascade's final: shown once, never revised
         self.bus.publish(FinalSentence(seg.seq, seg.words, seg.text, target, seg.src_start, seg.src_end, done,
-                                       done, (seg.seq,), seg.text, target, "pause", False, started))
+                                       done, (seg.seq,), seg.text, target, "pause", False, started,
+                                       getattr(self.mt, "name", "mt") if self.mt else ""))
         spoken = self.shown.target_text(target)  # the dub says what the screen shows
         if self.tts is None or not spoken.strip():
             return

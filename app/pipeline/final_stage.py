@@ -219,13 +219,15 @@ class FinalStage(Stage):
             return self.mt, "fallback"
         return self.llm, "llm"
 
-    def _translate_final(self, text: str, started: float) -> str:
-        def by_pair() -> str:
-            return self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip()
+    def _translate_final(self, text: str, started: float) -> tuple[str, str]:
+        """A final's translation and the name of the translator that made it."""
+        def by_pair() -> tuple[str, str]:
+            return (self.watched(self.mt.translate, text, beam_size=self.cfg.mt_beam).strip(),
+                    getattr(self.mt, "name", "mt"))
 
         tr, which = self._translator(text, started)
         if tr is None:
-            return text
+            return text, ""
         if which != "llm":
             if which == "fallback":
                 self.llm_stats["fallback"] += 1
@@ -253,7 +255,7 @@ class FinalStage(Stage):
             self.llm_stats["rejected"] += 1
             return by_pair()
         self.llm_stats["llm"] += 1
-        return out
+        return out, getattr(tr, "name", "llm")
 
     @property
     def read_from(self) -> int:
@@ -368,7 +370,7 @@ class FinalStage(Stage):
         self.in_flight = (start, stop, reason)
         started = self.clock.now()
         words: list[Word] | None = None  # None: the second pass failed; the first pass's text stays
-        target = ""
+        target, made_by = "", ""
         try:
             audio = np.array(self.ring.read(start, stop))
             with self.urgent():
@@ -391,7 +393,7 @@ class FinalStage(Stage):
             t = self.clock.now()
             try:
                 with self.urgent():
-                    target = self._translate_final(join_words(words, self.lang), started)
+                    target, made_by = self._translate_final(join_words(words, self.lang), started)
                 self.time_s["mt"] += self.clock.now() - t
             except Superseded:
                 raise
@@ -418,7 +420,7 @@ class FinalStage(Stage):
                                     failed=False) if pieces else None
             elif words:
                 out = self._publish(words, join_words(words, self.lang), target, pieces, start, stop, reason,
-                                    started, failed=False)
+                                    started, failed=False, mt=made_by)
             elif any(p["source"].strip() for p in pieces):
                 # the whole-sentence decode heard nothing where the first pass heard words: a decode
                 # that gives up on a span is likelier than first-pass words out of silence; keep them
@@ -523,7 +525,8 @@ class FinalStage(Stage):
         target = _join_texts([p["target"] for p in pieces], "en")
         return self._publish(words, source, target, pieces, start, stop, reason, started, failed=True)
 
-    def _publish(self, words, source, target, pieces, start, stop, reason, started, failed) -> Translation | None:
+    def _publish(self, words, source, target, pieces, start, stop, reason, started, failed,
+                 mt: str = "") -> Translation | None:
         """The final on the bus (call with the bus held); the translation the dub should speak."""
         shown = [p["shown_at"] for p in pieces if p["shown_at"] is not None]
         now = self.clock.now()
@@ -532,7 +535,7 @@ class FinalStage(Stage):
         fin = FinalSentence(self.next_id, tuple(words), source, target, round(src_start, 3), round(src_end, 3),
                             now, min(shown) if shown else None, tuple(p["seq"] for p in pieces),
                             _join_texts([p["source"] for p in pieces], self.lang),
-                            _join_texts([p["target"] for p in pieces], "en"), reason, failed, started)
+                            _join_texts([p["target"] for p in pieces], "en"), reason, failed, started, mt)
         self.next_id += 1
         self.finals += 1
         if not failed and source.strip():

@@ -100,6 +100,7 @@ class FinalSentence:
     reason: str = "pause"  # pause | mark (a first-pass sentence/clause end) | length | flush
     failed: bool = False
     started_at: float = 0.0  # the second pass began (its queue wait ends)
+    mt: str = ""  # the translator that made ``target`` (its pack, e.g. "qwen-1.5b"; "": the first pass's text)
 
 
 @dataclass(frozen=True)

@@ -111,7 +111,7 @@ def final_dict(ev: FinalSentence) -> dict:
     return {"id": ev.id, "src_start": round(ev.src_start, 3), "src_end": round(ev.src_end, 3),
             "source": ev.source, "target": ev.target, "emitted_at": round(min(shown, ev.final_at), 3),
             "final_at": round(ev.final_at, 3), "started_at": round(ev.started_at, 3), "failed": ev.failed, "reason": ev.reason,
-            "covers": list(ev.covers), "words": [[w.text, round(w.start, 3), round(w.end, 3)] for w in ev.words]}
+            "mt": ev.mt, "covers": list(ev.covers), "words": [[w.text, round(w.start, 3), round(w.end, 3)] for w in ev.words]}
 
 
 def erased_chars(shown: str, final: str) -> int:

@@ -48,6 +48,9 @@ def test_relay_run_makes_its_finals_with_the_llm(have_llm):
     assert final["final_mt"] == "qwen-0.5b" and final["final_mt_budget_s"] is None  # a file run as fast as it goes
     made = final["final_mt_llm"]
     assert made >= 1 and made + final["final_mt_rejected"] + final["final_mt_failed"] == final["finals"], final
+    # each final names its translator: the LLM's, or OPUS-MT's for one it rejected
+    assert sum(s["mt"] == "qwen-0.5b" for s in summary["segments"]) == made
+    assert {s["mt"] for s in summary["segments"]} <= {"qwen-0.5b", "opus-mt-zh-en"}
     targets = [s["target"] for s in summary["segments"]]
     assert len(targets) >= 3 and all(t.strip() and not CJK.search(t) for t in targets), targets
     words = " ".join(targets).lower()
@@ -76,3 +79,24 @@ def test_models_list_shows_the_llm_packs_as_optional():
     # the plain install line names no optional pack
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("install with:")), "")
     assert "qwen" not in line and "llama" not in line
+
+
+def test_the_cloud_server_makes_its_finals_with_the_llm(have_llm, tmp_path):
+    """`relay serve --final-mt` (here through its environment setting): the server's sessions
+    get their finals from the LLM, and each final says so over the wire."""
+    from .test_cloud import TOKEN, Server
+
+    srv = Server(tmp_path, pairs="zh-en", env={"RELAY_SERVE_FINAL_MT": "qwen-0.5b"})
+    try:
+        p = relay("run", "--input", str(DATA / "zh_demo_20s.wav"), "--fast", "--no-tts", "--json", "--cloud", srv.url,
+                  "--token", TOKEN, "--ca", srv.cert, "--no-fallback", timeout=600)
+        assert p.returncode == 0, p.stderr[-2000:]
+        summary = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")][-1]
+        assert summary["stages"]["cloud"]["status"] == "cloud"
+        segs = summary["segments"]
+        assert len(segs) >= 3 and all(s["target"].strip() and not CJK.search(s["target"]) for s in segs), segs
+        by = [s["mt"] for s in segs]
+        assert by.count("qwen-0.5b") >= len(by) - 1 and set(by) <= {"qwen-0.5b", "opus-mt-zh-en"}, by
+    finally:
+        srv.stop()
+    assert "Traceback" not in "".join(srv.lines), "".join(srv.lines)[-3000:]

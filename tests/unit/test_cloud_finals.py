@@ -24,7 +24,7 @@ W = (Word(" Hello", 0.5, 0.9, 0.8), Word(" world.", 0.9, 1.4, 0.95))
 
 def a_final(**kw):
     f = FinalSentence(4, W, "Hello world.", "Bonjour le monde.", 0.5, 1.4, 10.0, 8.5, (7, 8), "Hello word.",
-                      "Bonjour mot.", "mark", False, 9.25)
+                      "Bonjour mot.", "mark", False, 9.25, "qwen-1.5b")
     return FinalSentence(**{**f.__dict__, **kw})
 
 
@@ -44,6 +44,9 @@ def test_a_final_round_trips_with_every_field_and_times_on_the_session_timeline(
     # wall times travel as durations, restamped on the receiver's clock
     assert back.final_at == 100.0 and back.first_shown_at == pytest.approx(98.5)
     assert back.started_at == pytest.approx(99.25)
+    assert back.mt == "qwen-1.5b"  # the translator that made it (the server's, in cloud mode)
+    # a server that predates the field: no name
+    assert P.wire_to_event({k: v for k, v in d.items() if k != "mt"}, 100.0, {}).mt == ""
 
 
 def test_a_failed_final_with_no_words_and_never_shown_round_trips():

@@ -44,7 +44,7 @@ def test_the_llm_translates_every_final_and_the_pair_translator_the_pieces():
     events = run(pipe, speech(2.0, 1.0, repeats=3))
     finals = finals_of(events)
     assert len(finals) == 3 and llm.calls == [f.source for f in finals]
-    assert all(f.target == "LLM " + f.source.upper() for f in finals)
+    assert all(f.target == "LLM " + f.source.upper() and f.mt == "fake-llm" for f in finals)
     # the first-pass pieces were translated by the pair's translator, never by the LLM
     pieces = [e for e in events if type(e).__name__ == "Translation"]
     assert pieces and len(mt.calls) == len(pieces) and not any(p.target.startswith("LLM") for p in pieces)
@@ -59,7 +59,7 @@ def test_past_its_budget_a_final_is_translated_by_the_pair_translator():
     pipe, mt, _ = _pipe(llm, 0.2)
     finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=3)))
     assert len(finals) == 3 and not llm.calls
-    assert all(f.target == f.source.upper().replace("W", "T") for f in finals)
+    assert all(f.target == f.source.upper().replace("W", "T") and f.mt == "fake-mt" for f in finals)
     st = pipe.stage_stats()["final"]
     assert st["final_mt_llm"] == 0 and st["final_mt_fallback"] == 3
 
@@ -129,10 +129,10 @@ def test_an_llm_output_still_in_the_source_script_is_replaced_by_the_pair_transl
     st.watched = lambda fn, *a, **k: fn(*a, **k)
     st.use_llm(CopyingLLM(), 0.0, None)
     st.llm_stats = {"llm": 0, "fallback": 0, "failed": 0, "rejected": 0, "llm_s": 0.0}
-    assert st._translate_final("市场部下周提交报告。", 0.0) == "市场部下周提交报告。".upper()
+    assert st._translate_final("市场部下周提交报告。", 0.0) == ("市场部下周提交报告。".upper(), FakeMT.name)
     assert st.llm_stats["rejected"] == 1 and st.llm_stats["llm"] == 0
     st.use_llm(FakeLLM(), 0.0, None)
-    assert st._translate_final("你好", 0.0) == "你好"  # FakeLLM keeps the Chinese: also rejected
+    assert st._translate_final("你好", 0.0) == ("你好", FakeMT.name)  # FakeLLM keeps the Chinese: also rejected
     assert st.llm_stats["rejected"] == 2
 
 

@@ -43,6 +43,21 @@ def test_limits_come_from_flags_over_the_environment_over_defaults():
         ServerLimits.from_settings(None, {"RELAY_SERVE_SEND_TIMEOUT_S": "nan"})
 
 
+def test_the_finals_translator_is_a_server_setting():
+    class Args:
+        final_mt = "qwen-0.5b"
+        final_mt_budget = None
+
+    lim = ServerLimits.from_settings(Args(), {"RELAY_SERVE_FINAL_MT": "opus", "RELAY_SERVE_FINAL_MT_BUDGET": "4"})
+    assert (lim.final_mt, lim.final_mt_budget) == ("qwen-0.5b", 4.0)
+    assert (ServerLimits().final_mt, ServerLimits().final_mt_budget) == ("auto", 1.5)
+    with pytest.raises(UserError, match="final-mt must be one of auto, opus"):
+        ServerLimits.from_settings(None, {"RELAY_SERVE_FINAL_MT": "gpt-9"})
+    for bad in ("0", "-1", "61", "inf"):
+        with pytest.raises(UserError, match="final-mt-budget"):
+            ServerLimits.from_settings(None, {"RELAY_SERVE_FINAL_MT_BUDGET": bad})
+
+
 def test_hello_bounds_are_protocol_errors():
     lim = ServerLimits()
     check_hello_options({"beam": 4, "asr_step": 0.5}, lim)
