@@ -19,6 +19,18 @@ LANGUAGES = {"zh": "Chinese", "en": "English", "ja": "Japanese", "de": "German",
 PROFANITY_CHOICES = {"masked": "&Masked (f***)", "removed": "&Removed", "raw": "R&aw (as recognised)"}
 
 
+# Session → Final translation: what translates the finals (`relay run --final-mt`); the LLM
+# packs are optional (relay models install qwen-1.5b), offered only once installed
+FINAL_MT_LABELS = {"auto": "&Automatic (the Qwen 1.5B LLM when installed, else OPUS-MT)",
+                   "opus": "&OPUS-MT (fastest)", "qwen-1.5b": "Qwen2.5 &1.5B (LLM, better English)",
+                   "qwen-0.5b": "Qwen2.5 &0.5B (LLM, small)"}
+
+
+def final_mt_installed(choice: str) -> bool:
+    """Whether a Final translation choice can run here (auto and opus always can)."""
+    return choice in ("auto", "opus") or choice in store.installed()
+
+
 def language_name(code: str) -> str:
     return LANGUAGES.get(code, code)
 

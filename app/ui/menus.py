@@ -1,14 +1,14 @@
 """The main window's menu bar: every action, its shortcut and the window method it calls.
 
 ``build_menus`` sets the actions other code reads on the window (``act_start``, ``act_overlay``,
-``act_preload``, ``theme_actions``, ``profanity_actions``…)."""
+``act_preload``, ``theme_actions``, ``profanity_actions``, ``final_mt_actions``…)."""
 
 from __future__ import annotations
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
 from app.ui import theme as themes
-from app.ui.choices import PROFANITY_CHOICES
+from app.ui.choices import FINAL_MT_LABELS, PROFANITY_CHOICES
 
 
 def build_menus(win) -> None:
@@ -54,6 +54,15 @@ def build_menus(win) -> None:
         a.setToolTip("What subtitles, exports and the dub make of profanity (from the next session)")
         profanity_group.addAction(a)
         win.profanity_actions[mode] = a
+    fm = s.addMenu("&Final translation")
+    fm.setToolTipsVisible(True)
+    final_group = QActionGroup(win)
+    win.final_mt_actions = {}
+    for choice, label in FINAL_MT_LABELS.items():
+        a = act(fm, label, lambda on, c=choice: on and win.set_final_mt(c), checkable=True)
+        final_group.addAction(a)
+        win.final_mt_actions[choice] = a
+    fm.aboutToShow.connect(win.refresh_final_mt)  # a pack installed meanwhile is offered at once
     win.act_summary = act(s, "Last session s&ummary", win.show_summary)
 
     v = mb.addMenu("&View")

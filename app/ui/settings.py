@@ -37,6 +37,7 @@ DEFAULTS: dict[str, object] = {
     "metrics_enabled": False,  # Prometheus exporter (loopback only), as `relay run --metrics-port`
     "metrics_port": 9464,
     "profanity": "masked",  # masked | removed | raw, as `relay run --profanity` (app/core/profanity.py)
+    "final_mt": "auto",  # auto | opus | qwen-1.5b | qwen-0.5b, as `relay run --final-mt`
 }
 
 

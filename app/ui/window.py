@@ -13,8 +13,6 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QMainWindow, QMessageBox
 
-from app.core.profanity import DEFAULT_MODE as PROFANITY_DEFAULT
-from app.core.profanity import MODES as PROFANITY_MODES
 from app.session.options import SessionOptions
 from app.ui import theme as themes
 from app.ui.about import AboutDialog
@@ -30,13 +28,15 @@ from app.ui.menus import build_menus
 from app.ui.metrics_export import MetricsExportMixin
 from app.ui.models_dialog import ModelsDialog
 from app.ui.overlay import SubtitleOverlay
+from app.ui.session_choices import SessionChoicesMixin
 from app.ui.settings import Settings
 from app.ui.subtitles_view import SubtitlesView
 from app.ui.transcript import TranscriptModel
 from app.ui.transcript_actions import TranscriptActionsMixin
 
 
-class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, MetricsExportMixin, QMainWindow):
+class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, MetricsExportMixin, SessionChoicesMixin,
+                 QMainWindow):
     devices_ready = Signal(object)
 
     def __init__(self, settings: Settings | None = None, list_devices=list_audio_devices,
@@ -141,6 +141,7 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         (self.act_stacked if st.get("layout") == "stacked" else self.act_side).setChecked(True)
         self.act_overlay_src.setChecked(st.get("overlay_source"))
         self.profanity_actions[self.profanity()].setChecked(True)
+        self.refresh_final_mt()
         self._on_source()
         self._sync_dub_controls()
 
@@ -168,20 +169,6 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
         self.overlay.resize(1000, 130)
         self.set_status(f"Settings reset to defaults ({self.settings.path})")
 
-    def profanity(self) -> str:
-        """The profanity setting (Session → Profanity); a corrupt stored value reads as the default."""
-        mode = self.settings.get("profanity")
-        return mode if mode in PROFANITY_MODES else PROFANITY_DEFAULT
-
-    def set_profanity(self, mode: str) -> None:
-        if mode not in PROFANITY_MODES:
-            raise ValueError(f"unknown profanity setting {mode!r}")
-        changed = mode != self.profanity()
-        self.settings.set("profanity", mode)
-        self.profanity_actions[mode].setChecked(True)
-        if changed:
-            self.set_status(f"Profanity: {mode}" + (" (from the next session)" if self.controller.busy else ""))
-
     # -- view ----------------------------------------------------------------------------------
     def _configure_view(self, *_a) -> None:
         pair = self.pair.currentData() or "zh-en"
@@ -192,7 +179,7 @@ class MainWindow(ControlsMixin, TranscriptActionsMixin, CloudPanelMixin, Metrics
     # -- session -------------------------------------------------------------------------------
     def request(self) -> StartRequest:
         opts = SessionOptions(pair=self.pair.currentData() or "zh-en", no_tts=not self.dub.isChecked(),
-                              profanity=self.profanity())
+                              profanity=self.profanity(), final_mt=self.final_mt())
         return StartRequest(source=self.source.currentData() or FILE_SOURCE, opts=opts,
                             file_path=self.file_edit.text().strip(), dub=self.dub.isChecked(),
                             dub_device=self.output.currentData() or None,
