@@ -24,6 +24,12 @@ class TTSConfig:
     catch_up_after_s: float = 1.5
     max_speed: float = 1.6
     skip_after_s: float = 8.0  # beyond this, skip a segment rather than drift ever later
+    # a file read faster than real time (--fast) has no listener's clock: the dub's lag is then
+    # measured on the source timeline, where the dub export places it (each segment's audio
+    # from its source end, after the previous one). With the wall clock a 20 s file's dub lost
+    # 3 of its 5 segments to skipping (the file arrives in seconds, the dub takes its length),
+    # and how many depended on the machine's load
+    source_timeline: bool = False
     # silence a synthesised clause may keep before / after its speech (None: keep it all). The
     # voice pads each clause with 0-60 ms before and 110-210 ms after; on a nearly full dub
     # timeline that padding makes the next clause wait (docs/BENCHMARKS.md, dub trimming)
@@ -96,6 +102,7 @@ class TTSStage(Stage):
         self.text_filter = text_filter  # the session's target-text filter: the dub says what the screen shows
         self.played_at = played_at
         self.dub_end = 0.0  # wall time at which the dub timeline is free
+        self.src_dub_end = 0.0  # source time at which it is free (TTSConfig.source_timeline)
         self.skipped = 0
         self.chunks = 0
         self._slowed = False
@@ -131,8 +138,10 @@ class TTSStage(Stage):
     def _speak(self, tr: Translation, from_clause: int = 0, first: bool = True) -> None:
         text = self.text_filter(tr.target) if self.text_filter is not None and tr.target else tr.target
         now = self.clock.now()
-        heard = self.played_at(tr.src_end)
-        lag = max(now, self.dub_end) - heard
+        if self.cfg.source_timeline:
+            lag = max(0.0, self.src_dub_end - tr.src_end)
+        else:
+            lag = max(now, self.dub_end) - self.played_at(tr.src_end)
         if from_clause == 0 and lag > self.cfg.skip_after_s:
             self.skipped += 1
             self.bus.publish(DubChunk(tr.seq, np.zeros(0, np.float32), self.tts.sample_rate, text,
@@ -164,6 +173,7 @@ class TTSStage(Stage):
                 start = max(ready, self.dub_end)
                 dur = len(audio) / self.tts.sample_rate
                 self.dub_end = start + dur
+                self.src_dub_end = max(self.src_dub_end, tr.src_end) + dur
                 self.chunks += 1
                 self.bus.publish(DubChunk(tr.seq, audio, self.tts.sample_rate, clause, ready, start,
                                           first, tr.src_end, speed))

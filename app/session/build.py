@@ -20,6 +20,7 @@ from app.pipeline.mt_stage import MTConfig
 from app.pipeline.recognizer import ASRConfig
 from app.pipeline.shown import ShownText
 from app.pipeline.speculation import SpeculationConfig, SpeculationController
+from app.pipeline.tts_stage import TTSConfig
 from app.session.models import LoadedModels
 from app.session.options import SessionOptions
 from app.session.tuning import mt_beam, tuning_for
@@ -81,6 +82,7 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfi
                           first_wait_s=1.0 if opts.realtime else 120.0,
                           mt_beam=mt_beam(opts.beam, whole_sentences=True),
                           context_s=pick(opts.final_lead_in, FinalConfig.context_s)),
+        tts=TTSConfig(source_timeline=not opts.realtime),
         shown=shown_text(opts.profanity, *text_languages(models, opts.pair)),
     )
 

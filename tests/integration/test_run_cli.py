@@ -52,6 +52,17 @@ def test_zh_en_pipeline_translates_the_meeting(zh_run):
     assert {"partial", "committed", "segment", "translation", "dub_chunk", "summary"} <= types
 
 
+def test_a_fast_run_dubs_every_final(tmp_path):
+    """--fast reads the file in seconds; its dub is laid on the source timeline, so no sentence
+    is skipped for being "late" by the wall clock (3 of 5 were, before)."""
+    p = relay("run", "--input", str(DATA / "zh_demo_20s.wav"), "--fast", "--json", "--dub-out", str(tmp_path / "d.wav"))
+    assert p.returncode == 0, p.stderr
+    s = summary_of(p)
+    assert s["stages"]["tts"]["skipped"] == 0
+    dubbed = {json.loads(ln)["seq"] for ln in p.stdout.splitlines() if '"type": "dub_chunk"' in ln}
+    assert dubbed == {x["id"] for x in s["segments"] if x["target"].strip()}
+
+
 def test_dub_wav_is_on_the_source_timeline_and_not_silent(zh_run):
     p, out = zh_run
     s = summary_of(p)

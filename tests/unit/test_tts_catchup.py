@@ -10,14 +10,14 @@ from app.pipeline.tts_stage import TTSConfig, TTSStage, clauses, speech_bounds, 
 from .fakes import FakeTTS
 
 
-def run_stage(translations, played_at, now):
+def run_stage(translations, played_at, now, **cfg):
     clock = FakeClock(now)
     bus = EventBus()
     chunks = []
     bus.subscribe(lambda e: chunks.append(e) if isinstance(e, DubChunk) else None)
     q = BoundedQueue(16, FullPolicy.BLOCK)
     tts = FakeTTS()
-    stage = TTSStage(tts, q, ControlChannel(), TTSConfig(catch_up_after_s=2.0, skip_after_s=6.0), bus, clock,
+    stage = TTSStage(tts, q, ControlChannel(), TTSConfig(catch_up_after_s=2.0, skip_after_s=6.0, **cfg), bus, clock,
                      played_at)
     for t in translations:
         q.put(t)
@@ -45,6 +45,27 @@ def test_lagging_dub_speeds_up():
 def test_far_behind_dub_skips_the_segment():
     chunks, _ = run_stage([tr(0, 1.0)], played_at=lambda t: t, now=10.0)
     assert chunks[0].skipped and len(chunks[0].audio) == 0
+
+
+def test_a_file_read_faster_than_real_time_is_dubbed_on_its_source_timeline():
+    """--fast: the whole file has arrived long before its dub could have been heard; the wall
+    clock says "minutes behind", the source timeline says on time. Nothing is skipped or rushed."""
+    segs = [tr(i, 3.0 * (i + 1)) for i in range(5)]  # 0.4 s of dub every 3 s of source
+    chunks, _ = run_stage(segs, played_at=lambda t: 0.0, now=100.0, source_timeline=True)
+    assert [c.seq for c in chunks] == [0, 1, 2, 3, 4]
+    assert not any(c.skipped for c in chunks) and all(c.speed == 1.0 for c in chunks)
+    # the wall-clock rule on the same input (the bug): all skipped
+    chunks, _ = run_stage(segs, played_at=lambda t: 0.0, now=100.0)
+    assert all(c.skipped for c in chunks)
+
+
+def test_on_the_source_timeline_a_dub_longer_than_its_source_still_catches_up():
+    words = " ".join(["word"] * 30)  # 3 s of dub for every 0.5 s of source
+    segs = [tr(i, 1.0 + 0.5 * i, words) for i in range(6)]
+    chunks, _ = run_stage(segs, played_at=lambda t: 0.0, now=100.0, source_timeline=True)
+    assert chunks[0].speed == 1.0 and not chunks[0].skipped
+    assert any(c.speed > 1.0 for c in chunks if not c.skipped)  # past 2 s behind: faster
+    assert chunks[-1].skipped  # past 6 s behind: a segment is skipped rather than drift on
 
 
 def test_dub_never_overlaps_itself():
