@@ -38,6 +38,10 @@ class Running:
 
     def __init__(self, shared, **limits):
         self.cert, key, self.pool, self.batcher = shared
+        # the handshake deadline as long as the clients' own (connect below): on a loaded 2-core
+        # machine a handshake beside a session that is starting once took over 10 s, and the
+        # server's default deadline dropped it before the limit under test was reached
+        limits.setdefault("hello_timeout_s", 30.0)
         self.server = Server([TOKEN.encode(), OTHER.encode()], self.batcher, self.pool, ServerLimits(**limits))
         ready, port = threading.Event(), []
 
@@ -282,8 +286,10 @@ def test_a_flood_is_closed_with_rate_while_a_healthy_session_goes_on(shared, tra
         for t in threads:
             t.join(10)
         assert errors and errors[-1]["code"] == "rate" and errors[-1]["fatal"], errors
-        # the rate error comes within 10 s; the close after it can take longer on a loaded box
-        assert error_at[0] - t0 < 10, (error_at[0] - t0, took)
+        # the rate error comes within the 20 s the healthy session is watched (10 s here, 12.4 s
+        # once on a loaded 2-core machine, where the flooder itself sends slower); the close
+        # after it can take longer
+        assert error_at[0] - t0 < 20, (error_at[0] - t0, took)
         assert srv.server.closed_with.get("rate") == 1
         read_until(healthy, lambda d: d["type"] == "hb")  # still served
         assert np.median(rtts) < 0.25, rtts
