@@ -282,6 +282,7 @@ class StreamingPipeline(LocalEngine):
             if f.llm is not None:  # finals translated by the LLM, and by the pair's MT past the budget
                 out["final"].update(final_mt=getattr(f.llm, "name", "llm"), final_mt_llm=f.llm_stats["llm"],
                                     final_mt_fallback=f.llm_stats["fallback"],
+                                    final_mt_paused=f.llm_stats["paused"],
                                     final_mt_failed=f.llm_stats["failed"],
                                     final_mt_rejected=f.llm_stats["rejected"],
                                     final_mt_llm_s=round(f.llm_stats["llm_s"], 3),

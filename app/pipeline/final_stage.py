@@ -199,19 +199,23 @@ class FinalStage(Stage):
         self.llm: MTBackend | None = None
         self.llm_budget_s: float | None = None
         self._llm_rate = 0.0  # seconds per source character, running estimate
-        self.llm_stats = {"llm": 0, "fallback": 0, "failed": 0, "rejected": 0, "llm_s": 0.0}
+        self.llm_stats = {"llm": 0, "fallback": 0, "paused": 0, "failed": 0, "rejected": 0, "llm_s": 0.0}
+        self.llm_paused = False  # the degradation policy's step "final_mt:pair": finals late, no LLM
 
     def use_llm(self, llm: MTBackend, s_per_char: float = 0.0, budget_s: float | None = None) -> None:
         """Translate finals with ``llm``. ``budget_s``: a final it would not finish within that many
         seconds of its sentence's end being heard goes to the pair's translator instead (real time;
         None: always the LLM, as for a file run as fast as it goes)."""
         self.llm, self._llm_rate, self.llm_budget_s = llm, s_per_char, budget_s
+        self.llm_paused = False
 
     def _translator(self, text: str, started: float) -> tuple[MTBackend | None, str]:
         """The translator for a final whose sentence end was heard at ``started`` (clock time,
         when the VAD pause closed it), and its name in the stats."""
         if self.llm is None:
             return self.mt, "mt"
+        if self.llm_paused and self.mt is not None:
+            return self.mt, "paused"
         if self.llm_budget_s is None or self.mt is None:
             return self.llm, "llm"
         spent = self.clock.now() - started + self.cfg.pause_s  # the pause that ended it, already waited
@@ -229,8 +233,8 @@ class FinalStage(Stage):
         if tr is None:
             return text, ""
         if which != "llm":
-            if which == "fallback":
-                self.llm_stats["fallback"] += 1
+            if which in ("fallback", "paused"):
+                self.llm_stats[which] += 1
             return by_pair()
         t = self.clock.now()
         try:

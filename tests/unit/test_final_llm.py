@@ -64,6 +64,16 @@ def test_past_its_budget_a_final_is_translated_by_the_pair_translator():
     assert st["final_mt_llm"] == 0 and st["final_mt_fallback"] == 3
 
 
+def test_while_the_policy_pauses_the_llm_the_pair_translator_makes_the_finals():
+    llm = FakeLLM()
+    pipe, _, _ = _pipe(llm, None)
+    pipe.final_stage.llm_paused = True  # PipelineActuator, step "final_mt:pair"
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=2)))
+    assert len(finals) == 2 and not llm.calls and all(f.mt == "fake-mt" for f in finals)
+    st = pipe.stage_stats()["final"]
+    assert st["final_mt_paused"] == 2 and st["final_mt_llm"] == 0 and st["final_mt_fallback"] == 0
+
+
 def test_a_failing_llm_leaves_the_final_to_the_pair_translator():
     llm = FakeLLM(fail=True)
     pipe, _, _ = _pipe(llm, None)

@@ -251,3 +251,37 @@ def test_late_finals_thin_the_first_pass_then_lower_the_second_pass_beam_and_und
     assert act.final_stage.asr_beam == 5
     assert [m.kind for m in asr.drain()] == [Control.UNTHIN]
     act.final_stage.asr_beam = 5
+
+
+def test_late_finals_first_take_the_llm_off_the_finals_and_give_it_back_when_on_time():
+    """The issue's rule: an LLM that makes the finals late hands them to the pair's translator
+    (the first step, before any thinning), and gets them back once finals are on time again."""
+    class LLMFinalStage:
+        asr_beam = 5
+        llm = object()  # an LLM makes the finals
+        llm_paused = False
+
+    clock = FakeClock()
+    bus = EventBus()
+
+    class Stage:
+        mt, beam_size, micro_batch, control = FakeMT(), 1, 1, ControlChannel()
+
+    asr = ControlChannel()
+    act = PipelineActuator(Stage(), None, asr_control=asr, final_stage=LLMFinalStage())
+    rules = act.prune(default_rules(two_pass=True))
+    assert {r.name: r for r in rules}["final"].steps == (("final_mt:pair",), ("first_pass:thin",), ("final_beam:2",))
+    runner = PolicyRunner(PolicyEngine(rules), act, PolicyConfig(rules=rules), clock, bus.publish, lambda t: t)
+    bus.subscribe(runner)
+    from app.pipeline.messages import FinalSentence
+
+    def final(i, end, lag):
+        clock.t = end + lag
+        bus.publish(FinalSentence(i, (), "s", "t", end - 2, end, clock.t, None, (), "", "", "pause", False, end))
+
+    for i in range(4):
+        final(i, 10.0 + 3 * i, 4.0)
+    assert act.final_stage.llm_paused and not asr.drain()  # the LLM goes first, the first pass is untouched
+    for i in range(6, 40):
+        final(i, 45.0 + 3 * i, 0.6)
+    assert not act.final_stage.llm_paused
