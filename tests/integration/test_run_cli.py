@@ -54,7 +54,7 @@ def test_zh_en_pipeline_translates_the_meeting(zh_run):
 
 def test_a_fast_run_dubs_every_final(tmp_path):
     """--fast reads the file in seconds; its dub is laid on the source timeline, so no sentence
-    is skipped for being "late" by the wall clock (3 of 5 were, before)."""
+    is skipped for being "late" by the wall clock (3 of 7 were, before)."""
     p = relay("run", "--input", str(DATA / "zh_demo_20s.wav"), "--fast", "--json", "--dub-out", str(tmp_path / "d.wav"))
     assert p.returncode == 0, p.stderr
     s = summary_of(p)
