@@ -27,7 +27,7 @@ class TTSConfig:
     # a file read faster than real time (--fast) has no listener's clock: the dub's lag is then
     # measured on the source timeline, where the dub export places it (each segment's audio
     # from its source end, after the previous one). With the wall clock a 20 s file's dub lost
-    # 3 of its 5 segments to skipping (the file arrives in seconds, the dub takes its length),
+    # 3 of its 7 sentences to skipping (the file arrives in seconds, the dub takes its length),
     # and how many depended on the machine's load
     source_timeline: bool = False
     # silence a synthesised clause may keep before / after its speech (None: keep it all). The
