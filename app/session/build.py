@@ -125,7 +125,8 @@ def build_pipeline(models: LoadedModels, opts: SessionOptions, cfg=None, clock=N
                                 asr_swap=_asr_swap(models, opts, pipe) if english else None,
                                 asr_control=pipe.asr_stage.control if two_pass else None,
                                 final_stage=pipe.final_stage if two_pass else None)
-    pcfg = PolicyConfig(rules=actuator.prune(default_rules(english_source=english, two_pass=two_pass)))
+    pcfg = PolicyConfig(rules=actuator.prune(default_rules(english_source=english, two_pass=two_pass,
+                                                           realtime=opts.realtime)))
     engine = PolicyEngine(pcfg.rules, start=pipe.clock.now())
     pipe.policy = PolicyRunner(engine, actuator, pcfg, pipe.clock, pipe.bus.publish, pipe.arrival.played_at,
                                memory=fi.memory_pressure(memory_probe(models.accel, pcfg.memory_budget_mb),

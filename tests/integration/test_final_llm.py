@@ -46,6 +46,9 @@ def test_relay_run_makes_its_finals_with_the_llm(have_llm):
     summary = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")][-1]
     final = summary["stages"]["final"]
     assert final["final_mt"] == "qwen-0.5b" and final["final_mt_budget_s"] is None  # a file run as fast as it goes
+    # ... and no latency rule that could take the LLM off its finals (a file's "lag" is read-ahead)
+    assert final["final_mt_paused"] == 0
+    assert not {"latency", "final"} & {r["name"] for r in summary["degradation"]["rules"]}
     made = final["final_mt_llm"]
     assert made >= 1 and made + final["final_mt_rejected"] + final["final_mt_failed"] == final["finals"], final
     # each final names its translator: the LLM's, or OPUS-MT's for one it rejected

@@ -285,3 +285,11 @@ def test_late_finals_first_take_the_llm_off_the_finals_and_give_it_back_when_on_
     for i in range(6, 40):
         final(i, 45.0 + 3 * i, 0.6)
     assert not act.final_stage.llm_paused
+
+
+def test_a_session_that_is_not_real_time_has_no_latency_rules():
+    """A file read as fast as it goes is "late" by the arrival clock from its first second; the
+    policy must not lower its beams for that (it took a --fast run's second-pass beam to 2)."""
+    names = [r.name for r in default_rules(two_pass=True, realtime=False)]
+    assert names == ["memory", "cloud"]
+    assert [r.name for r in default_rules(two_pass=True)] == ["latency", "final", "memory", "cloud"]
