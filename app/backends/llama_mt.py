@@ -144,6 +144,12 @@ class LlamaTranslator:
         with self._lock:
             self.system = system_prompt(self.source_lang, self.target_lang, pairs)
 
+    @property
+    def busy(self) -> bool:
+        """A translation is running (another session's, on a server where the pair's sessions
+        share this model): a caller with a deadline may prefer not to queue behind it."""
+        return self._lock.locked()
+
     def meta(self, key: str) -> str:
         buf = self.ffi.new("char[256]")
         n = self.lib.llama_model_meta_val_str(self.model, key.encode(), buf, 256)

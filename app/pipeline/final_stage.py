@@ -221,6 +221,10 @@ class FinalStage(Stage):
         spent = self.clock.now() - started + self.cfg.pause_s  # the pause that ended it, already waited
         if spent + self._llm_rate * len(text) > self.llm_budget_s:
             return self.mt, "fallback"
+        if getattr(self.llm, "busy", False):
+            # translating another session's sentence (a server's sessions share one LLM): waiting
+            # for it is time the budget did not count
+            return self.mt, "fallback"
         return self.llm, "llm"
 
     def _translate_final(self, text: str, started: float) -> tuple[str, str]:

@@ -35,6 +35,7 @@ def test_the_llm_translates_a_sentence(have_llm):
         pre = tr.translate("服务器下周二凌晨停机维护。", target_prefix="The server")
         assert pre.startswith("The server") and len(pre) > len("The server ") + 5, pre
         assert tr.translate("  ") == ""
+        assert tr.busy is False  # no call running
     finally:
         tr.close()
 

@@ -74,6 +74,20 @@ def test_while_the_policy_pauses_the_llm_the_pair_translator_makes_the_finals():
     assert st["final_mt_paused"] == 2 and st["final_mt_llm"] == 0 and st["final_mt_fallback"] == 0
 
 
+def test_in_real_time_an_llm_busy_with_another_session_is_not_waited_for():
+    llm = FakeLLM()
+    llm.busy = True  # a server's sessions share one LLM: another session's call is running
+    pipe, _, _ = _pipe(llm, 30.0)
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=2)))
+    assert len(finals) == 2 and not llm.calls and all(f.mt == "fake-mt" for f in finals)
+    assert pipe.stage_stats()["final"]["final_mt_fallback"] == 2
+    # without a budget (a file run as fast as it goes) it is waited for
+    llm = FakeLLM()
+    llm.busy = True
+    pipe, _, _ = _pipe(llm, None)
+    assert all(f.mt == "fake-llm" for f in finals_of(run(pipe, speech(2.0, 1.0, repeats=2))))
+
+
 def test_a_failing_llm_leaves_the_final_to_the_pair_translator():
     llm = FakeLLM(fail=True)
     pipe, _, _ = _pipe(llm, None)
