@@ -1,9 +1,11 @@
 """Reading audio files into 16 kHz mono float32, with one-line errors for bad input.
 
 ``load_audio`` decodes a whole file into one array (short clips, the warm-up, the self-test).
-``open_audio`` is what a session uses: a file libsndfile reads (WAV, FLAC, Ogg, ...) is checked
-in one pass and then read block by block while the session runs, so a three-hour recording
-costs a block of memory, not 0.7 GB of samples; other formats (MP3, M4A, ...) are decoded whole.
+``open_audio`` is what a session uses: a file libsndfile reads (WAV, FLAC, Ogg, MP3, ...) is
+checked in one pass and then read block by block while the session runs, so a three-hour recording
+costs a block of memory, not 0.7 GB of samples. Other formats (M4A/AAC, a meeting platform's MP4 or
+WebM recording, ...) go through FFmpeg (PyAV): their start is decoded to check them, and they are
+then decoded block by block as well.
 """
 
 from __future__ import annotations
@@ -128,9 +130,98 @@ class FileStream:
             yield pending
 
 
-def open_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray | FileStream:
-    """The file checked (one-line errors as ``load_audio`` gives them) and ready to stream;
-    formats libsndfile cannot read come back decoded whole."""
+class AvStream:
+    """A file FFmpeg decodes (M4A, MP4, WebM, ...), as 16 kHz mono float32 blocks decoded while
+    they are used. Its length is the container's duration until the decode has reached the end,
+    then the samples it gave. A decode error or a bad sample past the checked start is a one-line
+    ``UserError`` when it is reached (the session keeps what it processed before it)."""
+
+    def __init__(self, path: Path, name: str, duration_s: float):
+        self.path, self.name = path, name
+        self.n_samples = int(round(duration_s * SR))
+
+    def __len__(self) -> int:
+        return self.n_samples
+
+    def blocks(self, size: int) -> Iterator[np.ndarray]:
+        """16 kHz blocks of exactly ``size`` samples (the last one shorter)."""
+        pending: list[np.ndarray] = []
+        have = 0
+        total = 0
+        for x in _av_decoded(self.path, self.name):
+            if not np.isfinite(x).all():
+                raise UserError(f"{self.name}: contains invalid (NaN/Inf) samples")
+            pending.append(x)
+            have += len(x)
+            while have >= size:
+                joined = np.concatenate(pending) if len(pending) > 1 else pending[0]
+                yield joined[:size]
+                total += size
+                rest = joined[size:]
+                pending, have = ([rest] if len(rest) else []), len(rest)
+        if have:
+            yield np.concatenate(pending)
+            total += have
+        self.n_samples = total
+
+
+def _av_decoded(p: Path, name: str, probe: bool = False) -> Iterator[np.ndarray]:
+    """The file's first audio stream decoded by FFmpeg, as 16 kHz mono float32 pieces; one-line
+    ``UserError`` for what cannot be read. ``probe``: a first piece then stop (a check)."""
+    try:
+        import av  # FFmpeg's libraries load only for files libsndfile cannot read
+    except ImportError:  # pragma: no cover - av comes with faster-whisper
+        raise UserError(f"{name}: unsupported audio format") from None
+    started = False
+    try:
+        with av.open(str(p), metadata_errors="ignore") as container:
+            if not container.streams.audio:
+                raise UserError(f"{name}: has no audio stream (is it an audio file?)")
+            stream = container.streams.audio[0]
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=SR)
+            for frame in container.decode(stream):
+                for out in resampler.resample(frame):
+                    x = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+                    if len(x):
+                        started = True
+                        yield x
+                        if probe:
+                            return
+            for out in resampler.resample(None):
+                x = out.to_ndarray().reshape(-1).astype(np.float32, copy=False)
+                if len(x):
+                    started = True
+                    yield x
+    except (UserError, GeneratorExit):
+        raise
+    except Exception as e:  # av raises many error types for corrupt input
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if started:
+            raise UserError(f"{name}: could not be decoded to the end ({msg})") from None
+        raise UserError(f"{name}: not a readable audio file ({msg})") from None
+
+
+def _av_duration(p: Path) -> float | None:
+    """The container's (or its audio stream's) duration in seconds, when it states one."""
+    import av
+
+    try:
+        with av.open(str(p), metadata_errors="ignore") as c:
+            if c.streams.audio:
+                st = c.streams.audio[0]
+                if st.duration and st.time_base:
+                    return float(st.duration * st.time_base)
+            if c.duration:
+                return c.duration / av.time_base
+    except Exception:
+        return None
+    return None
+
+
+def open_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray | FileStream | AvStream:
+    """The file checked (one-line errors as ``load_audio`` gives them) and ready to stream.
+    A format only FFmpeg reads is checked by decoding its start; one whose container states no
+    duration comes back decoded whole."""
     p = Path(path)
     name = _display(p)
     _check_path(p, name)
@@ -150,10 +241,24 @@ def open_audio(path: str | os.PathLike, accel: str = "numpy") -> np.ndarray | Fi
     except UserError:
         raise
     except (RuntimeError, sf.LibsndfileError, TypeError, ValueError):
-        return load_audio(p, accel)  # not a libsndfile format (or cut short): decoded whole
+        return _open_av(p, name, accel)  # not a libsndfile format (or cut short)
     if n == 0:
         raise UserError(f"{name}: contains no audio samples")
     return FileStream(p, name, rate, n, accel)
+
+
+def _open_av(p: Path, name: str, accel: str) -> np.ndarray | AvStream:
+    first = next(_av_decoded(p, name, probe=True), None)
+    if first is None:
+        raise UserError(f"{name}: contains no audio samples")
+    if not np.isfinite(first).all():
+        raise UserError(f"{name}: contains invalid (NaN/Inf) samples")
+    duration = _av_duration(p)
+    if not duration:
+        return load_audio(p, accel)  # no stated length: decoded whole
+    if duration > MAX_FILE_SECONDS:
+        raise UserError(f"{name}: longer than {MAX_FILE_SECONDS // 3600} hours; split it first")
+    return AvStream(p, name, duration)
 
 
 def _read_soundfile(p: Path):
@@ -170,27 +275,7 @@ def _read_soundfile(p: Path):
 
 
 def _read_av(p: Path, name: str):
-    try:
-        import av  # FFmpeg's libraries load only for files libsndfile cannot read
-    except ImportError:  # pragma: no cover - av comes with faster-whisper
-        raise UserError(f"{name}: unsupported audio format") from None
-    try:
-        with av.open(str(p), metadata_errors="ignore") as container:
-            if not container.streams.audio:
-                raise UserError(f"{name}: has no audio stream (is it an audio file?)")
-            stream = container.streams.audio[0]
-            resampler = av.AudioResampler(format="flt", layout="mono", rate=SR)
-            parts = []
-            for frame in container.decode(stream):
-                for out in resampler.resample(frame):
-                    parts.append(out.to_ndarray().reshape(-1))
-            for out in resampler.resample(None):
-                parts.append(out.to_ndarray().reshape(-1))
-    except UserError:
-        raise
-    except Exception as e:  # av raises many error types for corrupt input
-        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise UserError(f"{name}: not a readable audio file ({msg})") from None
+    parts = list(_av_decoded(p, name))
     if not parts:
         raise UserError(f"{name}: contains no audio samples")
     return np.concatenate(parts).astype(np.float32), SR
