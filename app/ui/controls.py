@@ -31,7 +31,8 @@ from app.ui.choices import DeviceChoices, available_pairs
 from app.ui.controller import FILE_SOURCE
 from app.ui.widgets import StatusLight, ToggleSwitch
 
-AUDIO_FILTER = "Audio files (*.wav *.flac *.mp3 *.ogg *.opus *.m4a *.aac *.webm *.mp4);;All files (*)"
+AUDIO_FILTER = ("Audio files (*.wav *.flac *.mp3 *.ogg *.opus *.m4a *.aac *.webm *.mp4 *.mka *.mkv *.mov);;"
+                "All files (*)")
 
 
 class ControlsMixin:
@@ -41,7 +42,9 @@ class ControlsMixin:
         self.source.setAccessibleName("Audio source")
         self.source.addItem("Audio file", FILE_SOURCE)
         self.file_edit = QLineEdit()
-        self.file_edit.setPlaceholderText("Choose an audio file…")
+        self.file_edit.setPlaceholderText("Choose or drop an audio file…")
+        self.setAcceptDrops(True)  # a file dropped anywhere on the window becomes the source
+        self.file_edit.setAcceptDrops(False)  # (the line edit would take it as text)
         self.file_edit.setAccessibleName("Audio file path")
         self.browse = QPushButton("&Browse…")
         self.pair = QComboBox()
@@ -184,6 +187,39 @@ class ControlsMixin:
         self.source.setCurrentIndex(self.source.findData(FILE_SOURCE))
         self.set_status(f"Source: {os.path.basename(path)}")
         return True
+
+    # -- a file dropped on the window (from a file manager, a mail, a chat) -------------------------
+    def _dropped_file(self, mime) -> str | None:
+        """The local file a drag carries (the first, when several), or None."""
+        if not mime.hasUrls():
+            return None
+        for url in mime.urls():
+            if url.isLocalFile() and url.toLocalFile():
+                return url.toLocalFile()
+        return None
+
+    def dragEnterEvent(self, event) -> None:  # noqa: N802 (Qt's name)
+        if self._dropped_file(event.mimeData()) and not self.controller.busy:
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event) -> None:  # noqa: N802
+        self.dragEnterEvent(event)
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        """The dropped file becomes the source, checked as a chosen one is; during a session it
+        is refused (the session's source cannot change under it)."""
+        path = self._dropped_file(event.mimeData())
+        if not path:
+            event.ignore()
+            return
+        if self.controller.busy:
+            self.set_status("Stop the session to interpret another file")
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.set_file(path)
 
     def _on_source(self, *_a) -> None:
         is_file = self.source.currentData() == FILE_SOURCE
