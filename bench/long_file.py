@@ -6,7 +6,11 @@ afterwards): five-minute cycles of JFK's sentence (tests/data/jfk.wav, 11 s), th
 -55 dBFS, a music bed, applause and digital silence. The same cycles make a short baseline file
 in the same run, so memory is compared as a ratio on the same machine at the same hour:
 
-    python bench/long_file.py [--hours 3] [--baseline-min 20] [--pair en-en] [--out bench/out/long_file.json]
+    python bench/long_file.py [--hours 3] [--baseline-min 20] [--pair en-en] [--format wav|m4a]
+                              [--out bench/out/long_file.json]
+
+``--format m4a`` encodes both files as AAC in M4A (64 kbit/s, as a meeting platform records),
+which relay reads through FFmpeg instead of libsndfile.
 
 Per file it reports: exit code, wall time and real-time factor, peak RSS of the session process
 (sampled from /proc every 0.5 s) and RSS over time, words committed inside the speech spans
@@ -77,6 +81,23 @@ def build(path: Path, seconds: float, seed: int = 11) -> list[tuple[float, float
                 spans.append((t + a, t + b))
             t += len(x) / SR
     return spans
+
+
+def to_m4a(wav: Path, out: Path) -> None:
+    """``wav`` encoded as AAC (mono, 16 kHz, 64 kbit/s) in M4A, block by block."""
+    import av
+
+    with av.open(str(out), "w") as c, sf.SoundFile(str(wav)) as f:
+        st = c.add_stream("aac", rate=SR, layout="mono", bit_rate=64000)
+        for block in f.blocks(1024 * 64, dtype="float32"):
+            for i in range(0, len(block), 1024):
+                fr = av.AudioFrame.from_ndarray(np.ascontiguousarray(block[None, i:i + 1024]), format="fltp",
+                                                layout="mono")
+                fr.sample_rate = SR
+                for pkt in st.encode(fr):
+                    c.mux(pkt)
+        for pkt in st.encode(None):
+            c.mux(pkt)
 
 
 def run(path: Path, pair: str) -> dict:
@@ -155,6 +176,7 @@ def main() -> int:
     ap.add_argument("--hours", type=float, default=3.0)
     ap.add_argument("--baseline-min", type=float, default=20.0)
     ap.add_argument("--pair", default="en-en")
+    ap.add_argument("--format", choices=("wav", "m4a"), default="wav")
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "long_file.json"))
     args = ap.parse_args()
     results = {}
@@ -162,6 +184,10 @@ def main() -> int:
         for label, seconds in (("baseline", args.baseline_min * 60), ("long", args.hours * 3600)):
             path = Path(d) / f"{label}.wav"
             spans = build(path, seconds)
+            if args.format == "m4a":
+                wav, path = path, path.with_suffix(".m4a")
+                to_m4a(wav, path)
+                wav.unlink()
             print(f"{label}: {seconds / 3600:.2f} h, {path.stat().st_size / 1e6:.0f} MB, running…", flush=True)
             res = run(path, args.pair)
             results[label] = score(res, spans, seconds)
@@ -172,7 +198,7 @@ def main() -> int:
     b, lg = results["baseline"], results["long"]
     if b["peak_rss_mb"] and lg["peak_rss_mb"]:
         results["peak_rss_ratio_long_over_baseline"] = round(lg["peak_rss_mb"] / b["peak_rss_mb"], 3)
-    results["conditions"] = {"pair": args.pair, "options": "--fast --no-tts", "cpus": os.cpu_count(),
+    results["conditions"] = {"pair": args.pair, "format": args.format, "options": "--fast --no-tts", "cpus": os.cpu_count(),
                              "date": time.strftime("%Y-%m-%d %H:%M")}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=1))
