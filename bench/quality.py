@@ -243,8 +243,9 @@ def table(rows: list[dict]) -> str:
 
 
 def rows_of(per_run: list[dict], settings: list[str], offline: dict[str, float], by: str | None = None) -> list[dict]:
-    """One row per setting (per setting and value of the manifest field ``by``, when given)."""
-    groups = sorted({str(r.get("group")) for r in per_run}) if by else [None]
+    """One row per setting over all files, then (with ``by``) one per setting and value of that
+    manifest field."""
+    groups = [None] + (sorted({str(r.get("group")) for r in per_run}) if by else [])
     rows = []
     for g in groups:
         for label in settings:
