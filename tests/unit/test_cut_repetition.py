@@ -91,3 +91,31 @@ def test_a_text_that_reads_out_its_prompt_is_an_echo():
     assert not reads_out_prompt(norm("Then everyone will ask questions."), prompt, 12)
     assert not reads_out_prompt(norm("the capital"), prompt, 12)  # a short phrase said again
     assert not reads_out_prompt(norm("Let's take a look at the budget for next year and the risks"), prompt, 12)
+
+
+def _words(spec):
+    from app.pipeline.protocols import Word
+
+    return [Word(t, a, b, 0.9) for t, a, b in spec]
+
+
+def test_words_piled_up_at_the_audio_end_are_dropped():
+    """A loop the alignment had no audio for: 14 repeated words all in the last 60 ms of a 5 s
+    sentence (music at 0 dB, tiny.en, bench/robust). The real last word stays."""
+    from app.backends.whisper_ct2 import drop_crammed_tail
+
+    said = _words([(" is", 3.7, 3.74), (" to", 3.74, 3.9), (" be", 3.9, 4.05), (" ill", 4.05, 4.27),
+                   ("-disposed.", 4.27, 4.95)])
+    loop = _words([(w, 4.95, 4.95) for w in " I must be rather cold -hearted and rather selfish, is to be ill".split(" ")[1:]])
+    loop.append(_words([("-disposed.", 4.95, 5.0)])[0])
+    assert drop_crammed_tail(said + loop, 5.0) == said
+
+
+def test_a_word_or_two_at_the_audio_end_are_kept():
+    """A streaming window that ends inside speech: its last word or two may start near the end."""
+    from app.backends.whisper_ct2 import drop_crammed_tail
+
+    ws = _words([(" we", 1.0, 1.2), (" need", 1.2, 1.5), (" to", 1.88, 1.95), (" do", 1.93, 2.0)])
+    assert drop_crammed_tail(ws, 2.0) == ws
+    fast = _words([(" of", 1.0, 1.1), (" the", 1.1, 1.3), (" team", 1.3, 1.6)])  # three words, none crammed
+    assert drop_crammed_tail(fast, 1.62) == fast
