@@ -203,7 +203,7 @@ def _av_decoded(p: Path, name: str, probe: bool = False) -> Iterator[np.ndarray]
 
 def _av_duration(p: Path) -> float | None:
     """The container's (or its audio stream's) duration in seconds, when it states one."""
-    import av
+    import av  # FFmpeg's libraries, as in _av_decoded: only for files libsndfile cannot read
 
     try:
         with av.open(str(p), metadata_errors="ignore") as c:

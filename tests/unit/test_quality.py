@@ -109,5 +109,5 @@ def test_the_corpus_manifest_line_and_rows_by_a_field(tmp_path):
     per_run = [{"setting": "a", "group": g, "figures": {"src_error_pct": v}}
                for g, v in ((10.0, 8.0), (10.0, 6.0), (None, 2.0))]
     rows = quality.rows_of(per_run, ["a"], {}, by="snr_db")
-    assert [(r["setting"], r["n"], r["src_error_pct"]) for r in rows] == [
-        ("a [snr_db=10.0]", 2, 7.0), ("a [snr_db=None]", 1, 2.0)]
+    assert [(r["setting"], r["n"], r["src_error_pct"]) for r in rows] == [  # all files first, then by field
+        ("a", 3, 6.0), ("a [snr_db=10.0]", 2, 7.0), ("a [snr_db=None]", 1, 2.0)]
