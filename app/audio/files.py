@@ -110,24 +110,39 @@ class FileStream:
 
     def blocks(self, size: int) -> Iterator[np.ndarray]:
         """16 kHz blocks of exactly ``size`` samples (the last one shorter)."""
+        return exact_blocks(self._pieces(), size)
+
+    def _pieces(self) -> Iterator[np.ndarray]:
         resample = self._resampler()
-        pending = np.zeros(0, np.float32)
         try:
             with sf.SoundFile(str(self.path)) as f:
                 while True:
                     data = f.read(READ_BLOCK, dtype="float32", always_2d=True)
                     last = len(data) < READ_BLOCK
                     x = np.ascontiguousarray(data.mean(axis=1) if data.shape[1] > 1 else data[:, 0])
-                    pending = np.concatenate([pending, resample(x, last).astype(np.float32, copy=False)])
-                    while len(pending) >= size:
-                        yield pending[:size]
-                        pending = pending[size:]
+                    yield resample(x, last).astype(np.float32, copy=False)
                     if last:
                         break
         except (RuntimeError, sf.LibsndfileError) as e:  # changed on disk since it was checked
             raise UserError(f"{self.name}: could not be read to the end ({str(e).splitlines()[0]})") from None
-        if len(pending):
-            yield pending
+
+
+def exact_blocks(pieces: Iterator[np.ndarray], size: int) -> Iterator[np.ndarray]:
+    """``pieces`` of any length cut into blocks of exactly ``size`` samples (the last one shorter)."""
+    pending: list[np.ndarray] = []
+    have = 0
+    for x in pieces:
+        if not len(x):
+            continue
+        pending.append(x)
+        have += len(x)
+        while have >= size:
+            joined = np.concatenate(pending) if len(pending) > 1 else pending[0]
+            yield joined[:size]
+            rest = joined[size:]
+            pending, have = ([rest] if len(rest) else []), len(rest)
+    if have:
+        yield np.concatenate(pending)
 
 
 class AvStream:
@@ -145,24 +160,17 @@ class AvStream:
 
     def blocks(self, size: int) -> Iterator[np.ndarray]:
         """16 kHz blocks of exactly ``size`` samples (the last one shorter)."""
-        pending: list[np.ndarray] = []
-        have = 0
         total = 0
+        for block in exact_blocks(self._checked(), size):
+            total += len(block)
+            yield block
+        self.n_samples = total
+
+    def _checked(self) -> Iterator[np.ndarray]:
         for x in _av_decoded(self.path, self.name):
             if not np.isfinite(x).all():
                 raise UserError(f"{self.name}: contains invalid (NaN/Inf) samples")
-            pending.append(x)
-            have += len(x)
-            while have >= size:
-                joined = np.concatenate(pending) if len(pending) > 1 else pending[0]
-                yield joined[:size]
-                total += size
-                rest = joined[size:]
-                pending, have = ([rest] if len(rest) else []), len(rest)
-        if have:
-            yield np.concatenate(pending)
-            total += have
-        self.n_samples = total
+            yield x
 
 
 def _av_decoded(p: Path, name: str, probe: bool = False) -> Iterator[np.ndarray]:

@@ -3,6 +3,7 @@ whole-file decode, the same one-line errors, and memory that does not grow with 
 
 import tracemalloc
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,16 +77,24 @@ def test_feeding_a_long_file_holds_a_block_not_the_file(tmp_path):
         tone = (0.1 * np.sin(np.arange(16000 * 60) * 0.05)).astype(np.float32)
         for _ in range(minutes):
             f.write(tone)
-    stream = open_audio(path)
+    sink, peak = _fed(open_audio(path))
+    assert sink.n == 16000 * 60 * minutes
+    assert peak < 20e6, f"feeding {minutes} min held {peak / 1e6:.0f} MB"
+
+
+def _fed(stream_or_path) -> tuple[_Sink, int]:
+    """``feed_array`` run over a stream (or over ``open_audio`` of a path, the opening included):
+    the sink it fed and the peak of Python allocations on the way."""
     sink = _Sink()
     tracemalloc.start()
     try:
+        stream = open_audio(stream_or_path) if isinstance(stream_or_path, Path) else stream_or_path
+        assert not isinstance(stream, np.ndarray)
         assert feed_array(sink, stream, realtime=False) is False
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert sink.n == 16000 * 60 * minutes
-    assert peak < 20e6, f"feeding {minutes} min held {peak / 1e6:.0f} MB"
+    return sink, peak
 
 
 def _write_av(path, x: np.ndarray, rate: int, codec: str, fmt: str, layout: str = "mono", block: int = 1024):
@@ -145,16 +154,8 @@ def test_feeding_a_long_ffmpeg_only_file_holds_a_block_not_the_file(tmp_path):
                     c.mux(pkt)
         for pkt in st.encode(None):
             c.mux(pkt)
-    sink = _Sink()
-    tracemalloc.start()  # opening included: the old whole decode happened there
-    try:
-        stream = open_audio(path)
-        assert not isinstance(stream, np.ndarray)
-        assert abs(len(stream) - 16000 * 60 * minutes) < 16000
-        assert feed_array(sink, stream, realtime=False) is False
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    assert abs(len(open_audio(path)) - 16000 * 60 * minutes) < 16000
+    sink, peak = _fed(path)  # opening included: the old whole decode happened there
     assert sink.n == 16000 * 60 * minutes
     assert peak < 20e6, f"feeding {minutes} min held {peak / 1e6:.0f} MB"
 
