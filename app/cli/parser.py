@@ -43,6 +43,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--final-lead-in", type=float, default=None, metavar="S",
                    help="the second pass decodes each sentence after the last S seconds of the previous "
                         "final's speech, that text forced (default 5; 0: each sentence alone)")
+    r.add_argument("--final-pause", type=float, default=None, metavar="S",
+                   help="the silence that ends a sentence for the second pass (default 0.5)")
+    r.add_argument("--final-wait", type=float, default=None, metavar="S",
+                   help="in real time, how long a final may wait for the first pass to show the sentence's "
+                        "last piece before it replaces it (default 1)")
     r.add_argument("--final-mt", choices=FINAL_MT_CHOICES, default="auto",
                    help="what translates the finals (zh-en): auto (the qwen-1.5b LLM pack when installed, "
                         "else OPUS-MT), opus, or an LLM pack (relay models install qwen-1.5b)")

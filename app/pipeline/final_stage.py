@@ -377,20 +377,21 @@ class FinalStage(Stage):
             return
         self.in_flight = (start, stop, reason)
         started = self.clock.now()
+        split = {"asr": 0.0, "wait": 0.0, "mt": 0.0}
         words: list[Word] | None = None  # None: the second pass failed; the first pass's text stays
         target, made_by = "", ""
         try:
             audio = np.array(self.ring.read(start, stop))
             with self.urgent():
                 words = self._recognise(audio, start / SR)
-            self.time_s["asr"] += self.clock.now() - started
+            split["asr"] = self.clock.now() - started
         except Overrun:
             log.warning("second pass: audio %.1f-%.1f s was overwritten; keeping the first pass", start / SR, stop / SR)
         except Superseded:
             raise
         except Exception as e:  # the first pass's text stays, marked; the session goes on
             log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
-        self._wait_for_first_pass(words[-1].end if words else stop / SR)
+        split["wait"] = self._wait_for_first_pass(words[-1].end if words else stop / SR)
         looped = bool(words) and self.cfg.drop_repeats and self.repeats.check(
             join_words(words, self.lang), (stop - start) / SR, start / SR, stop / SR)
         if looped:
@@ -402,7 +403,7 @@ class FinalStage(Stage):
             try:
                 with self.urgent():
                     target, made_by = self._translate_final(join_words(words, self.lang), started)
-                self.time_s["mt"] += self.clock.now() - t
+                split["mt"] = self.clock.now() - t
             except Superseded:
                 raise
             except Exception as e:
@@ -438,17 +439,24 @@ class FinalStage(Stage):
             self.in_flight = None
         self._dub(out)
         self.busy_s += self.clock.now() - started
+        self.time_s["asr"] += split["asr"]
+        self.time_s["mt"] += split["mt"]
+        log.debug("final %.2f-%.2f s (%s) took %.2f s: asr %.2f, first-pass wait %.2f, mt %.2f",
+                  start / SR, stop / SR, reason, self.clock.now() - started, split["asr"], split["wait"], split["mt"])
 
-    def _wait_for_first_pass(self, until: float) -> None:
+    def _wait_for_first_pass(self, until: float) -> float:
         """Until the first pass has shown its translation of the sentence's last words (source
-        time ``until``), for a bounded time: the final must know which pieces it replaces."""
+        time ``until``), for a bounded time: the final must know which pieces it replaces.
+        Returns the seconds waited."""
         t = self.clock.now()
         deadline = t + self.cfg.first_wait_s
         while (self.first.shown_until < until - 0.25 and self.clock.now() < deadline and not self.cancelled.is_set()
                and not (self.first_done is not None and self.first_done())
                and not (self.input_blocked is not None and self.input_blocked())):
             self.cancelled.wait(0.01)
-        self.time_s["wait_first_pass"] += self.clock.now() - t
+        waited = self.clock.now() - t
+        self.time_s["wait_first_pass"] += waited
+        return waited
 
     def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
         ctx = self._lead_in(int(round(offset * SR)), len(audio))

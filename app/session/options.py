@@ -42,6 +42,10 @@ class SessionOptions:
     final_pass: bool = True
     # seconds of the previous final's speech the second pass decodes before each sentence (None: 5)
     final_lead_in: float | None = None
+    # the silence that ends a sentence for the second pass (None: FinalConfig.pause_s), and how
+    # long, in real time, a final may wait for the first pass to show its last piece (None: 1 s)
+    final_pause: float | None = None
+    final_wait: float | None = None
     # what translates the finals: auto (the qwen-1.5b LLM pack when installed, else the pair's
     # OPUS-MT), opus, or an LLM pack id; in real time an LLM final that would come later than
     # final_mt_budget seconds after its sentence ended is translated by OPUS-MT instead
@@ -65,6 +69,10 @@ class SessionOptions:
                 raise UserError(f"{flag} must be between 0 and 3 seconds")
         if self.final_lead_in is not None and not 0 <= self.final_lead_in <= 10:
             raise UserError("--final-lead-in must be between 0 (off) and 10 seconds")
+        if self.final_pause is not None and not 0.2 <= self.final_pause <= 3:
+            raise UserError("--final-pause must be between 0.2 and 3 seconds")
+        if self.final_wait is not None and not 0 <= self.final_wait <= 10:
+            raise UserError("--final-wait must be between 0 and 10 seconds")
         if self.final_mt_budget is not None and not 0 < self.final_mt_budget <= 60:
             raise UserError("--final-mt-budget must be between 0 and 60 seconds")
         if self.confident_commit is not None and not 0 <= self.confident_commit <= 1:

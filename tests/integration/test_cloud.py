@@ -93,18 +93,8 @@ def raw_session(server, pair="zh-en", features=None, welcome=None):
     ``welcome`` when given); ``features``: the hello's, none by default (a client before finals)."""
     from websockets.sync.client import connect
 
-    for attempt in range(2):
-        try:
-            ws = connect(server.url, ssl=client_ctx(server.cert), additional_headers={"Authorization": f"Bearer {TOKEN}"},
-                         subprotocols=[P.SUBPROTOCOL], compression=None, open_timeout=10, max_size=None)
-            break
-        except TimeoutError:
-            # the opening handshake is not what these tests are about. In the full suite on a
-            # 2-core machine it went unanswered for 10-30 s, 3 times in 2 clean-clone runs (session
-            # 16; never reproduced alone or under CPU hogs; cause not found). Retried once, and said
-            if attempt:
-                raise
-            print("raw_session: the opening handshake timed out; retrying once", file=sys.stderr)
+    ws = connect(server.url, ssl=client_ctx(server.cert), additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                 subprotocols=[P.SUBPROTOCOL], compression=None, open_timeout=10, max_size=None)
     # entered as a context (websockets 17.1+ warns about a bare connect()); the caller closes it
     ws = ws.__enter__()
     hello = {"type": "hello", "v": 1, "pair": pair, "options": {"no_tts": True}}

@@ -176,6 +176,11 @@ def test_first_commit_margin_defaults_and_bounds():
     with pytest.raises(UserError, match="--final-lead-in"):
         SessionOptions(pair="zh-en", final_lead_in=11).validate()
     SessionOptions(pair="zh-en", final_lead_in=0).validate()
+    with pytest.raises(UserError, match="--final-pause"):
+        SessionOptions(pair="zh-en", final_pause=0.1).validate()
+    with pytest.raises(UserError, match="--final-wait"):
+        SessionOptions(pair="zh-en", final_wait=-1).validate()
+    SessionOptions(pair="zh-en", final_pause=0.4, final_wait=0).validate()
 
 
 def test_mt_beam_defaults_greedy_for_pieces_and_beam_search_for_whole_sentences():
@@ -246,3 +251,20 @@ def test_a_confident_last_word_commits_once_silence_follows_it():
     # too (agreement alone would still wait: 吧。 ends less than 0.25 s before the audio)
     c, _ = la.insert([P("吧。", 0.6, 0.9)], 4.0, audio_end=1.1, silent_from=0.85)
     assert [w.text for w in c] == ["吧。"] and la.confident_commits == 1
+
+
+def test_the_second_pass_takes_its_pause_and_wait_from_the_options():
+    from types import SimpleNamespace
+
+    from app.pipeline.final_stage import FinalConfig
+    from app.session.build import pipeline_config
+    from app.session.options import SessionOptions
+
+    models = SimpleNamespace(out_lang="zh", plan=SimpleNamespace(tgt="en"))
+    cfg = pipeline_config(models, SessionOptions(pair="zh-en", final_pause=0.4, final_wait=0.0, profanity="raw"))
+    assert (cfg.final.pause_s, cfg.final.first_wait_s) == (0.4, 0.0)
+    cfg = pipeline_config(models, SessionOptions(pair="zh-en", profanity="raw"))
+    assert cfg.final.pause_s == FinalConfig.pause_s
+    # a file fed as fast as it goes waits for the first pass (it lags far behind there)
+    cfg = pipeline_config(models, SessionOptions(pair="zh-en", realtime=False, final_wait=0.0, profanity="raw"))
+    assert cfg.final.first_wait_s == 120.0
