@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.audio import SR
-from app.core.text import is_ideograph, norm, unspaced
+from app.core.text import SENTENCE_END, is_ideograph, norm, unspaced
 from app.pipeline.gate import Hysteresis
 from app.pipeline.messages import (Control, ControlMessage, FinalSentence, Segment, Translation,
                                    join_words)
@@ -61,6 +61,11 @@ class FinalConfig:
     # "an ill-disposed young man"). 0: off
     context_s: float = 5.0
     context_gap_s: float = 4.0  # no lead-in after a longer pause
+    # the lead-in's text is forced without the sentence mark it ended on: the pause that closed
+    # the previous final is not always a sentence's end, and a forced "." or "!" makes the model
+    # start a new sentence ("And not! / Like your country can do for you" for "ask not what your
+    # country can do for you", split by applause)
+    open_lead_in: bool = True
     spill_s: float = 0.3  # a continued decode whose new words mostly end this far inside the lead-in is not used
     # a continued decode whose words end this long before the sentence's audio does is checked
     # against a decode of the sentence alone, and the one that reaches further is kept
@@ -495,6 +500,8 @@ class FinalStage(Stage):
         words, stop = self._context
         tail = [w for w in words if w.start >= words[-1].end - self.cfg.context_s]
         prefix = join_words(tail, self.lang)
+        if self.cfg.open_lead_in:
+            prefix = prefix.rstrip("".join(SENTENCE_END) + " ")
         if not tail or not norm(prefix):
             return None
         first = max(0, int((tail[0].start - 0.1) * SR))
