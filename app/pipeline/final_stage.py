@@ -390,6 +390,7 @@ class FinalStage(Stage):
             with self.urgent():
                 words = self._recognise(audio, start / SR)
             split["asr"] = self.clock.now() - started
+            self.time_s["asr"] += split["asr"]
         except Overrun:
             log.warning("second pass: audio %.1f-%.1f s was overwritten; keeping the first pass", start / SR, stop / SR)
         except Superseded:
@@ -409,6 +410,7 @@ class FinalStage(Stage):
                 with self.urgent():
                     target, made_by = self._translate_final(join_words(words, self.lang), started)
                 split["mt"] = self.clock.now() - t
+                self.time_s["mt"] += split["mt"]
             except Superseded:
                 raise
             except Exception as e:
@@ -444,8 +446,6 @@ class FinalStage(Stage):
             self.in_flight = None
         self._dub(out)
         self.busy_s += self.clock.now() - started
-        self.time_s["asr"] += split["asr"]
-        self.time_s["mt"] += split["mt"]
         log.debug("final %.2f-%.2f s (%s) took %.2f s: asr %.2f, first-pass wait %.2f, mt %.2f",
                   start / SR, stop / SR, reason, self.clock.now() - started, split["asr"], split["wait"], split["mt"])
 

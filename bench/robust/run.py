@@ -16,8 +16,8 @@ before it, and judged on the medians over the shifts. A ``--fast`` run gives the
 time (checked: two runs, one text), so running it again measures nothing; where the audio starts
 relative to the voice detector's 32 ms frames and the recogniser's windows is what moves a tiny
 model's words at 0 dB SNR (JFK's sentence under applause, decoded alone by faster-whisper from
-0.0 s: "and not what your country", from 0.3 s: "and not, like your country"). Coverage is the lowest over the shifts, and a
-sentence lost or repeated in any shift counts.
+0.0 s: "and not what your country", from 0.3 s: "and not, like your country"). Coverage is the
+lowest over the shifts, and a sentence lost or repeated in any shift counts.
 """
 
 from __future__ import annotations

@@ -17,18 +17,11 @@ from hypothesis import strategies as st
 
 from app.cloud import protocol as P
 
+from ..certs import make_cert
 from .conftest import DATA, ROOT, relay, summary_of
 
 pytestmark = pytest.mark.models
 TOKEN = "test-token-0123456789"
-
-
-def make_cert(folder: Path) -> tuple[str, str]:
-    cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"], check=True, capture_output=True)
-    return str(cert), str(key)
 
 
 class Server:

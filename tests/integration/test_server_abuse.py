@@ -24,7 +24,7 @@ from app.cloud.server_auth import tls_context
 from app.cloud.server_pool import ModelPool
 from app.core import memory
 
-from .test_cloud import make_cert
+from ..certs import make_cert
 
 pytestmark = pytest.mark.models
 # what cmd_serve sets (see there): effective when this process has not loaded CTranslate2 yet

@@ -2,25 +2,18 @@
 
 import socket
 import ssl
-import subprocess
 import threading
 
 from app.cloud.server_auth import tls_context
 
-
-def _cert(tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-keyout", str(key), "-out", str(cert), "-days", "1", "-nodes", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return str(cert), str(key)
+from ..certs import make_cert
 
 
 def test_the_server_sends_no_session_tickets_after_the_handshake(tmp_path):
     # A TLS 1.3 ticket arrives after the handshake, while a client such as websockets' sync one
     # may be reading on one thread and sending its upgrade request on another: about 1 handshake
     # in 1,100 then went unanswered (see tls_context). With no tickets nothing comes unasked.
-    cert, key = _cert(tmp_path)
+    cert, key = make_cert(tmp_path)
     ctx = tls_context(cert, key)
     assert ctx.minimum_version == ssl.TLSVersion.TLSv1_3 and ctx.num_tickets == 0
     listener = socket.create_server(("127.0.0.1", 0))
