@@ -115,6 +115,9 @@ class Failover:
             except Exception:
                 delay = min(2.0, delay * 2)
                 continue
+            if self._mode != "local" or self._finishing:  # back on the cloud, or ending, meanwhile
+                await ws.close()
+                return
             self._probe, delay = ws, 0.25
             self.cloud_available = True
             self._set_status("cloud-available")
@@ -152,7 +155,8 @@ class Failover:
                 with self._lock:  # the local pipeline carries on, with what arrived meanwhile
                     old.push_audio(self.ring.read(held_from, self.ring.written).copy())
                     self._local, self._mode = old, "local"
-                self._start_reconnect()
+                # the reconnect loop that called this goes on trying (back in "local"); a second
+                # loop beside it would later mark a session back on the cloud "cloud-available"
                 return
             self.cloud_available = False
             self.returns.append({"at_s": round(detected, 3), "from_s": round(point / SR, 3),
