@@ -48,6 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--final-wait", type=float, default=None, metavar="S",
                    help="in real time, how long a final may wait for the first pass to show the sentence's "
                         "last piece before it replaces it (default 1)")
+    r.add_argument("--final-early", type=float, default=None, metavar="S",
+                   help="in real time, the second pass decodes a sentence once S seconds of silence follow it, "
+                        "before its pause is complete, and drops that decode if speech comes back "
+                        "(default 0.25; 0: off)")
     r.add_argument("--final-mt", choices=FINAL_MT_CHOICES, default="auto",
                    help="what translates the finals (zh-en): auto (the qwen-1.5b LLM pack when installed, "
                         "else OPUS-MT), opus, or an LLM pack (relay models install qwen-1.5b)")

@@ -30,6 +30,7 @@ def options_from_args(args) -> SessionOptions:
                           accel=args.accel, speculative=args.speculative, policy=args.policy,
                           final_pass=not args.no_final_pass, final_lead_in=args.final_lead_in,
                           final_pause=args.final_pause, final_wait=args.final_wait,
+                          final_early=args.final_early,
                           final_mt=args.final_mt, final_mt_budget=args.final_mt_budget,
                           profanity=args.profanity)
 

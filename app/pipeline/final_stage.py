@@ -74,12 +74,20 @@ class FinalConfig:
     # pieces. On 2 cores this is faster than not waiting: the final's model calls then run while the
     # first pass is idle instead of beside it (CTranslate2's teams contend; real time, 2 runs each:
     # rtf 0.70 waiting vs 1.04 not, subtitle p50 1.10 s vs 1.62 s). A piece still later than the
-    # final is not shown at all. A fast run, whose first pass lags far behind: until it has
+    # final is not shown at all. A fast run, whose first pass lags far behind, waits up to 120 s
+    # (app.session.build)
     first_wait_s: float = 1.0
     # drop a final that only repeats the previous ones (the third time in a row, or a repeat of
     # the previous one heard in under half its audio: Whisper looping on its prompt); see
     # app.pipeline.repeats.SentenceRepeats
     drop_repeats: bool = True
+    # a sentence is decoded once this much silence follows it, before the pause that ends it is
+    # complete (``pause_s``): when the pause holds, the final has its words that much sooner; when
+    # speech comes back first, the decode is thrown away. 0: off. Real time only (a file fed as
+    # fast as it goes reads the whole pause at once: app.session.build). Corpus, real time, 8
+    # files x 2 runs against off: final p50 -97 ms (earlier in 14 of 16), first display -11 ms,
+    # rtf -0.06, CER the same (docs/BENCHMARKS.md, session 18)
+    early_s: float = 0.25
     thin_after_s: float = 3.0  # unprocessed audio beyond this: the first pass thins out
     unthin_below_s: float = 1.0
 
@@ -195,6 +203,10 @@ class FinalStage(Stage):
         # decodes after the previous final's speech, retries without it, and continued decodes that
         # ended early and were checked against the sentence alone
         self.context = {"used": 0, "fallback": 0, "rechecked": 0}
+        # an early decode of the open sentence: (start, stop, words, seconds it took, the lead-in
+        # counts it added); and how many were used, and thrown away because speech came back
+        self._early: tuple | None = None
+        self.early = {"used": 0, "wasted": 0}
         # a final that only repeats the ones before it (Whisper looping on its prompt) is dropped:
         # see SentenceRepeats for when a repeat is a loop and when it is speech
         self.repeats = SentenceRepeats(lang)
@@ -300,6 +312,8 @@ class FinalStage(Stage):
                 for i, p in enumerate(probs):
                     t = base + i * fs
                     if speech[i]:
+                        if self._early is not None:  # the pause did not hold
+                            self._drop_early()
                         if self.utt_start is None:
                             self.utt_start = max(0, t - int(self.cfg.lead_s * SR))
                             self._probs = []
@@ -310,6 +324,10 @@ class FinalStage(Stage):
                             stop = min(self.last_speech + int(self.cfg.tail_s * SR), t + fs)
                             start, self.utt_start = max(self.utt_start, self.covered_until), None
                             self._finalise(start, stop, "pause")
+                        elif (not speech[i] and 0 < self.cfg.early_s <= (t + fs - self.last_speech) / SR
+                              and self._early is None):
+                            self._decode_early(max(self.utt_start, self.covered_until),
+                                               min(self.last_speech + int(self.cfg.tail_s * SR), t + fs))
                         elif i % 8 == 7:
                             # a long chunk (a file fed as fast as it goes) is capped as it is read,
                             # not once at its end: else a sentence ran on for 20-40 s past the cap
@@ -385,12 +403,25 @@ class FinalStage(Stage):
         split = {"asr": 0.0, "wait": 0.0, "mt": 0.0}
         words: list[Word] | None = None  # None: the second pass failed; the first pass's text stays
         target, made_by = "", ""
+        early = self._early
+        if early is not None and (early[:2] != (start, stop) or early[2] is None):
+            # decoded over other bounds (before a cut), or the early decode failed: decoded now
+            self._drop_early()
+            early = None
+        self._early = None
         try:
-            audio = np.array(self.ring.read(start, stop))
-            with self.urgent():
-                words = self._recognise(audio, start / SR)
-            split["asr"] = self.clock.now() - started
-            self.time_s["asr"] += split["asr"]
+            if early is not None:
+                words = early[2]
+                self.early["used"] += 1
+                split["asr"] = early[3]
+                log.debug("second pass: %.2f-%.2f s decoded early", start / SR, stop / SR)
+            else:
+                audio = np.array(self.ring.read(start, stop))
+                t = self.clock.now()
+                with self.urgent():
+                    words = self._recognise(audio, start / SR)
+                split["asr"] = self.clock.now() - t
+                self.time_s["asr"] += split["asr"]
         except Overrun:
             log.warning("second pass: audio %.1f-%.1f s was overwritten; keeping the first pass", start / SR, stop / SR)
         except Superseded:
@@ -448,6 +479,37 @@ class FinalStage(Stage):
         self.busy_s += self.clock.now() - started
         log.debug("final %.2f-%.2f s (%s) took %.2f s: asr %.2f, first-pass wait %.2f, mt %.2f",
                   start / SR, stop / SR, reason, self.clock.now() - started, split["asr"], split["wait"], split["mt"])
+
+    def _decode_early(self, start: int, stop: int) -> None:
+        """Decode the open sentence ``start``-``stop`` before the pause after it is complete; kept
+        for ``_finalise`` if the pause holds. A decode that fails is left to ``_finalise``."""
+        if stop <= start:
+            return
+        before = dict(self.context)
+        t = self.clock.now()
+        try:
+            audio = np.array(self.ring.read(start, stop))
+            with self.urgent():
+                words = self._recognise(audio, start / SR)
+        except Superseded:
+            raise
+        except Exception as e:  # Overrun, a model error: the final decodes (or fails) as it would
+            log.debug("second pass: early decode of %.1f-%.1f s failed: %s", start / SR, stop / SR, e)
+            self._early = (start, stop, None, 0.0, {})  # not tried again before the pause ends
+            return
+        took = self.clock.now() - t
+        self.time_s["asr"] += took
+        self._early = (start, stop, words, took, {k: self.context[k] - before[k] for k in before})
+
+    def _drop_early(self) -> None:
+        """Speech came back (or the sentence was cut elsewhere): the early decode is not used, and
+        the lead-in counts it added are taken back."""
+        if self._early is None:
+            return
+        for k, v in self._early[4].items():
+            self.context[k] -= v
+        self._early = None
+        self.early["wasted"] += 1
 
     def _wait_for_first_pass(self, until: float) -> float:
         """Until the first pass has shown its translation of the sentence's last words (source

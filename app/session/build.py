@@ -81,6 +81,7 @@ def pipeline_config(models: LoadedModels, opts: SessionOptions) -> PipelineConfi
         final=FinalConfig(enabled=opts.final_pass, asr_beam=t.final_asr_beam,
                           first_wait_s=pick(opts.final_wait, 1.0) if opts.realtime else 120.0,
                           pause_s=pick(opts.final_pause, FinalConfig.pause_s),
+                          early_s=pick(opts.final_early, FinalConfig.early_s) if opts.realtime else 0.0,
                           mt_beam=mt_beam(opts.beam, whole_sentences=True),
                           context_s=pick(opts.final_lead_in, FinalConfig.context_s)),
         tts=TTSConfig(source_timeline=not opts.realtime),

@@ -46,6 +46,9 @@ class SessionOptions:
     # long, in real time, a final may wait for the first pass to show its last piece (None: 1 s)
     final_pause: float | None = None
     final_wait: float | None = None
+    # the silence after which, in real time, the second pass decodes a sentence before its pause is
+    # complete (None: FinalConfig.early_s; 0: off)
+    final_early: float | None = None
     # what translates the finals: auto (the qwen-1.5b LLM pack when installed, else the pair's
     # OPUS-MT), opus, or an LLM pack id; in real time an LLM final that would come later than
     # final_mt_budget seconds after its sentence ended is translated by OPUS-MT instead
@@ -73,6 +76,8 @@ class SessionOptions:
             raise UserError("--final-pause must be between 0.2 and 3 seconds")
         if self.final_wait is not None and not 0 <= self.final_wait <= 10:
             raise UserError("--final-wait must be between 0 and 10 seconds")
+        if self.final_early is not None and self.final_early != 0 and not 0.25 <= self.final_early <= 3:
+            raise UserError("--final-early must be 0 (off) or between 0.25 and 3 seconds")
         if self.final_mt_budget is not None and not 0 < self.final_mt_budget <= 60:
             raise UserError("--final-mt-budget must be between 0 and 60 seconds")
         if self.confident_commit is not None and not 0 <= self.confident_commit <= 1:

@@ -24,6 +24,7 @@ from .fakes import FakeASR, FakeMT, FakeTTS, FakeVAD, speech
 
 def cfg(**final):
     final.setdefault("first_wait_s", 30.0)  # fed faster than real time: wait for the first pass
+    final.setdefault("early_s", 0.0)  # and no early decodes (as app.session.build: real time only)
     # the fake reads every sentence as the same four words: a loop to the repeat guard
     final.setdefault("drop_repeats", False)
     return PipelineConfig(asr=ASRConfig(catch_up=False), mt=MTConfig(previews=False),
@@ -415,3 +416,63 @@ def test_the_final_does_not_wait_for_a_first_pass_that_waits_for_the_room_it_hol
     t0 = time.monotonic()
     final._wait_for_first_pass(until=100.0)
     assert time.monotonic() - t0 >= 0.3  # otherwise it still waits, up to first_wait_s
+
+
+class _CountingASR(FakeASR):
+    def __init__(self):
+        super().__init__()
+        self.utterances = 0
+
+    def transcribe_utterance(self, audio, prompt="", beam_size=None):
+        self.utterances += 1
+        return super().transcribe_utterance(audio, prompt, beam_size)
+
+
+def _early_run(early_s: float, audio):
+    asr = _CountingASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(context_s=0, early_s=early_s), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, audio))
+    return finals, asr.utterances, pipe.final_stage.early, pipe.stage_stats()["final"]
+
+
+def test_an_early_decode_is_the_final_when_the_pause_holds():
+    # --final-early: each sentence is decoded after 0.3 s of silence, and the 0.5 s pause that then
+    # completes uses that decode: one decode per sentence, the same words as without it
+    audio = speech(2.0, 1.0, repeats=3)
+    finals, decodes, early, stats = _early_run(0.3, audio)
+    plain, plain_decodes, plain_early, _ = _early_run(0.0, audio)
+    assert [f.source for f in finals] == [f.source for f in plain] == ["w0z w1z w2z w3z."] * 3
+    assert [(f.src_start, f.src_end) for f in finals] == [(f.src_start, f.src_end) for f in plain]
+    assert early == {"used": 3, "wasted": 0} and decodes == plain_decodes == 3
+    assert plain_early == {"used": 0, "wasted": 0}
+    assert (stats["early_used"], stats["early_wasted"]) == (3, 0)
+
+
+def test_an_early_decode_is_dropped_when_speech_comes_back_before_the_pause_is_complete():
+    # a 0.4 s gap inside a sentence: decoded early after 0.3 s of it, then speech comes back; the
+    # final (after the real pause) decodes the whole sentence again, nothing of it lost
+    on, gap, off = (np.full(int(s * SR), v, dtype=np.float32) for s, v in ((1.0, 0.3), (0.4, 0.0), (1.0, 0.0)))
+    audio = np.concatenate([on, gap, on, off])
+    finals, decodes, early, _ = _early_run(0.3, audio)
+    plain, plain_decodes, _, _ = _early_run(0.0, audio)
+    assert [f.source for f in finals] == [f.source for f in plain] and len(finals) == 1
+    assert finals[0].source.split() == plain[0].source.split() and len(finals[0].source.split()) >= 4
+    # (the real pause after it was decoded early too, and that decode is the final)
+    assert early == {"used": 1, "wasted": 1} and decodes == plain_decodes + 1
+
+
+class _FailsOnceASR(_CountingASR):
+    def transcribe_utterance(self, audio, prompt="", beam_size=None):
+        self.utterances += 1
+        if self.utterances == 1:
+            raise RuntimeError("model error")
+        return FakeASR.transcribe_utterance(self, audio, prompt, beam_size)
+
+
+def test_a_failed_early_decode_is_not_retried_frame_by_frame_and_the_final_decodes_as_usual():
+    asr = _FailsOnceASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(context_s=0, early_s=0.3), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 1.0)))
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] and not finals[0].failed
+    # the early decode that failed, then the final's own
+    assert asr.utterances == 2 and pipe.final_stage.early == {"used": 0, "wasted": 1}

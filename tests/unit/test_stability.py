@@ -180,6 +180,9 @@ def test_first_commit_margin_defaults_and_bounds():
         SessionOptions(pair="zh-en", final_pause=0.1).validate()
     with pytest.raises(UserError, match="--final-wait"):
         SessionOptions(pair="zh-en", final_wait=-1).validate()
+    with pytest.raises(UserError, match="--final-early"):
+        SessionOptions(pair="zh-en", final_early=0.1).validate()
+    SessionOptions(pair="zh-en", final_early=0).validate()
     SessionOptions(pair="zh-en", final_pause=0.4, final_wait=0).validate()
 
 
@@ -265,6 +268,12 @@ def test_the_second_pass_takes_its_pause_and_wait_from_the_options():
     assert (cfg.final.pause_s, cfg.final.first_wait_s) == (0.4, 0.0)
     cfg = pipeline_config(models, SessionOptions(pair="zh-en", profanity="raw"))
     assert cfg.final.pause_s == FinalConfig.pause_s
+    assert cfg.final.early_s == FinalConfig.early_s
+    cfg = pipeline_config(models, SessionOptions(pair="zh-en", final_early=0.3, profanity="raw"))
+    assert cfg.final.early_s == 0.3
+    # a file read as fast as it goes sees each pause whole: no early decodes there
+    cfg = pipeline_config(models, SessionOptions(pair="zh-en", realtime=False, final_early=0.3, profanity="raw"))
+    assert cfg.final.early_s == 0.0
     # a file fed as fast as it goes waits for the first pass (it lags far behind there)
     cfg = pipeline_config(models, SessionOptions(pair="zh-en", realtime=False, final_wait=0.0, profanity="raw"))
     assert cfg.final.first_wait_s == 120.0
