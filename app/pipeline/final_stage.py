@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -67,6 +67,13 @@ class FinalConfig:
     # country can do for you", split by applause)
     open_lead_in: bool = True
     spill_s: float = 0.3  # a continued decode whose new words mostly end this far inside the lead-in is not used
+    # a continued decode holding less than this share of the text the first pass heard in the same
+    # span (when that is at least ``thin_min_chars`` characters) is checked against a decode of the
+    # sentence alone, and the longer kept: after a previous final that missed its last words, the
+    # model read them on from the lead-in, stopped, and stretched them over the new sentence
+    # ("the connection." for 11 s of "Asterisk is an Open Source ... PBX", bench/robust quiet_-30db)
+    thin_share: float = 0.5
+    thin_min_chars: int = 12
     # a continued decode whose words end this long before the sentence's audio does is checked
     # against a decode of the sentence alone, and the one that reaches further is kept
     short_end_s: float = 1.5
@@ -100,6 +107,19 @@ def level(audio: np.ndarray, quiet: float = 0.25, peak: float = 0.7, max_gain: f
     if top <= 0.0 or top >= quiet:
         return audio
     return (audio * min(peak / top, max_gain)).astype(np.float32)
+
+
+@dataclass
+class _Early:
+    """An early decode of the open sentence ``start``-``stop`` (samples): its words (None: it
+    failed), whether they were read on after a lead-in, the seconds it took, and the lead-in counts
+    it added (taken back if it is dropped)."""
+    start: int
+    stop: int
+    words: list[Word] | None
+    continued: bool = False
+    took: float = 0.0
+    context: dict = field(default_factory=dict)
 
 
 class FirstPassLog:
@@ -161,6 +181,12 @@ class FirstPassLog:
             self.marks = [m for m in self.marks if m[0] >= end_s - 1.0]
             return out
 
+    def peek(self, end_s: float) -> list[dict]:
+        """The pieces ``take(end_s)`` would take, left in place."""
+        with self._lock:
+            return [p for s, p in sorted(self.pieces.items())
+                    if s not in self.covered and (p["src_start"] + p["src_end"]) / 2 < end_s]
+
     def rest(self) -> list[dict]:
         with self._lock:
             out = [p for s, p in sorted(self.pieces.items()) if s not in self.covered]
@@ -203,9 +229,9 @@ class FinalStage(Stage):
         # decodes after the previous final's speech, retries without it, and continued decodes that
         # ended early and were checked against the sentence alone
         self.context = {"used": 0, "fallback": 0, "rechecked": 0}
-        # an early decode of the open sentence: (start, stop, words, seconds it took, the lead-in
-        # counts it added); and how many were used, and thrown away because speech came back
-        self._early: tuple | None = None
+        # an early decode of the open sentence; and how many were used, and thrown away because
+        # speech came back
+        self._early: _Early | None = None
         self.early = {"used": 0, "wasted": 0}
         # a final that only repeats the ones before it (Whisper looping on its prompt) is dropped:
         # see SentenceRepeats for when a repeat is a loop and when it is speech
@@ -404,22 +430,23 @@ class FinalStage(Stage):
         words: list[Word] | None = None  # None: the second pass failed; the first pass's text stays
         target, made_by = "", ""
         early = self._early
-        if early is not None and (early[:2] != (start, stop) or early[2] is None):
+        if early is not None and ((early.start, early.stop) != (start, stop) or early.words is None):
             # decoded over other bounds (before a cut), or the early decode failed: decoded now
             self._drop_early()
             early = None
         self._early = None
+        continued = False
         try:
             if early is not None:
-                words = early[2]
+                words, continued = early.words, early.continued
                 self.early["used"] += 1
-                split["asr"] = early[3]
+                split["asr"] = early.took
                 log.debug("second pass: %.2f-%.2f s decoded early", start / SR, stop / SR)
             else:
                 audio = np.array(self.ring.read(start, stop))
                 t = self.clock.now()
                 with self.urgent():
-                    words = self._recognise(audio, start / SR)
+                    words, continued = self._recognise(audio, start / SR)
                 split["asr"] = self.clock.now() - t
                 self.time_s["asr"] += split["asr"]
         except Overrun:
@@ -429,6 +456,11 @@ class FinalStage(Stage):
         except Exception as e:  # the first pass's text stays, marked; the session goes on
             log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
         split["wait"] = self._wait_for_first_pass(words[-1].end if words else stop / SR)
+        if words and continued and self._thin(words, stop):
+            t = self.clock.now()
+            words = self._recheck_thin(words, start, stop)
+            split["asr"] += self.clock.now() - t
+            self.time_s["asr"] += self.clock.now() - t
         looped = bool(words) and self.cfg.drop_repeats and self.repeats.check(
             join_words(words, self.lang), (stop - start) / SR, start / SR, stop / SR)
         if looped:
@@ -490,23 +522,23 @@ class FinalStage(Stage):
         try:
             audio = np.array(self.ring.read(start, stop))
             with self.urgent():
-                words = self._recognise(audio, start / SR)
+                words, continued = self._recognise(audio, start / SR)
         except Superseded:
             raise
         except Exception as e:  # Overrun, a model error: the final decodes (or fails) as it would
             log.debug("second pass: early decode of %.1f-%.1f s failed: %s", start / SR, stop / SR, e)
-            self._early = (start, stop, None, 0.0, {})  # not tried again before the pause ends
+            self._early = _Early(start, stop, None)  # not tried again before the pause ends
             return
         took = self.clock.now() - t
         self.time_s["asr"] += took
-        self._early = (start, stop, words, took, {k: self.context[k] - before[k] for k in before})
+        self._early = _Early(start, stop, words, continued, took, {k: self.context[k] - before[k] for k in before})
 
     def _drop_early(self) -> None:
         """Speech came back (or the sentence was cut elsewhere): the early decode is not used, and
         the lead-in counts it added are taken back."""
         if self._early is None:
             return
-        for k, v in self._early[4].items():
+        for k, v in self._early.context.items():
             self.context[k] -= v
         self._early = None
         self.early["wasted"] += 1
@@ -525,7 +557,8 @@ class FinalStage(Stage):
         self.time_s["wait_first_pass"] += waited
         return waited
 
-    def _recognise(self, audio: np.ndarray, offset: float) -> list[Word]:
+    def _recognise(self, audio: np.ndarray, offset: float) -> tuple[list[Word], bool]:
+        """The sentence's words, and whether they were read on after the previous final's lead-in."""
         ctx = self._lead_in(int(round(offset * SR)), len(audio))
         continued = None
         if ctx is not None:
@@ -533,16 +566,44 @@ class FinalStage(Stage):
             # a continued decode that stops well before the sentence's end (music or applause
             # under the speech can make it give up) is checked against the sentence alone
             if continued is not None and continued[-1].end >= offset + len(audio) / SR - self.cfg.short_end_s:
-                return continued
-        prompt = self._prompt_text(self._prompt) if offset - self._prompt_end <= self.cfg.prompt_gap_s else ""
-        words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
-        alone = [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
+                return continued, True
+        alone = self._recognise_alone(audio, offset)
         if continued is not None:
             self.context["rechecked"] += 1
             if not alone or continued[-1].end >= alone[-1].end:
-                return continued
+                return continued, True
             self.context["used"] -= 1
             self.context["fallback"] += 1
+        return alone, False
+
+    def _recognise_alone(self, audio: np.ndarray, offset: float) -> list[Word]:
+        prompt = self._prompt_text(self._prompt) if offset - self._prompt_end <= self.cfg.prompt_gap_s else ""
+        words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
+        return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
+
+    def _thin(self, words: list[Word], stop: int) -> bool:
+        """Whether a continued decode holds far less text than the first pass heard in its span."""
+        heard = len(norm(_join_texts([p["source"] for p in self.first.peek(stop / SR)], self.lang)))
+        return heard >= self.cfg.thin_min_chars and len(norm(join_words(words, self.lang))) < self.cfg.thin_share * heard
+
+    def _recheck_thin(self, words: list[Word], start: int, stop: int) -> list[Word]:
+        """A thin continued decode against the sentence decoded alone: the one with more text."""
+        self.context["rechecked"] += 1
+        try:
+            audio = np.array(self.ring.read(start, stop))
+            with self.urgent():
+                alone = self._recognise_alone(audio, start / SR)
+        except Superseded:
+            raise
+        except Exception as e:  # the continued decode stands
+            log.debug("second pass: recheck of %.1f-%.1f s failed: %s", start / SR, stop / SR, e)
+            return words
+        if len(norm(join_words(alone, self.lang))) <= len(norm(join_words(words, self.lang))):
+            return words
+        log.debug("second pass: %.2f-%.2f s decoded alone; the lead-in decode was thin: %s", start / SR,
+                  stop / SR, join_words(words, self.lang)[:80])
+        self.context["used"] -= 1
+        self.context["fallback"] += 1
         return alone
 
     @property

@@ -3,7 +3,7 @@ model's offline decode of the same file.
 
     python bench/robust/run.py [--set bench/robust/out] [--realtime] [--only VARIANT ...]
                                [--pair en-en] [--asr-model PACK] [--no-offline] [--shifts 0,0.1,0.2]
-                               [--out FILE.json]
+                               [--setting LABEL=FLAGS ...] [--out FILE.json]
 
 Per variant: WER of the final text (and of the first pass), WER of faster-whisper's offline decode
 (same pack, whole file, beam 5, VAD) and the difference, the summary's ``coverage`` and
@@ -18,6 +18,10 @@ relative to the voice detector's 32 ms frames and the recogniser's windows is wh
 model's words at 0 dB SNR (JFK's sentence under applause, decoded alone by faster-whisper from
 0.0 s: "and not what your country", from 0.3 s: "and not, like your country"). Coverage is the
 lowest over the shifts, and a sentence lost or repeated in any shift counts.
+
+``--setting LABEL=FLAGS`` (repeatable): each variant is run once per setting, the settings in turn
+(interleaved, so a machine that slows down mid-run weighs on all of them alike), and each is judged
+on its own. Every row keeps the final text (``text``), so a lost sentence can be read afterwards.
 """
 
 from __future__ import annotations
@@ -132,13 +136,13 @@ def shifted(wav: Path, shift: float, tmp: Path) -> Path:
 
 
 def run_variant(wav: Path, name: str, shift: float, pair: str, extra: list[str], pack, sentences: list[str],
-                ref: str) -> dict:
+                ref: str, setting: str = "", offline: dict | None = None) -> dict:
     t = time.monotonic()
     s = run_relay(wav, pair, extra)
     hyp = " ".join(seg["source"] for seg in s["segments"])
     first = " ".join(p.get("source", "") for p in s.get("first_pass") or [])
     final = (s.get("stages") or {}).get("final", {})
-    row = {"variant": name, "shift_s": shift, "wer": round(wer(ref, hyp), 2),
+    row = {"variant": name, "setting": setting, "shift_s": shift, "wer": round(wer(ref, hyp), 2),
            "first_pass_wer": round(wer(ref, first), 2) if first else None,
            "words_out": len(en_tokens(hyp)), "words_ref": len(en_tokens(ref)),
            "coverage": s.get("coverage"), "lost_speech_s": s.get("lost_speech_s"),
@@ -146,11 +150,15 @@ def run_variant(wav: Path, name: str, shift: float, pair: str, extra: list[str],
            "wall_s": round(time.monotonic() - t, 1), "rtf": s.get("rtf"),
            # whether the voice gate took the audio for a telephone line (gate.BandWatch), and
            # how many finals decoded with the previous final's words as lead-in
-           "narrow_band": final.get("narrow_band"), "lead_in_used": final.get("lead_in_used")}
+           "narrow_band": final.get("narrow_band"), "lead_in_used": final.get("lead_in_used"),
+           "early_used": final.get("early_used"), "text": hyp}
     if pack is not None:
         from quality import offline_transcript
 
-        off = offline_transcript(wav, pack, "en")
+        cache = offline if offline is not None else {}
+        if wav not in cache:
+            cache[wav] = offline_transcript(wav, pack, "en")
+        off = cache[wav]
         row["offline_wer"] = round(wer(ref, off), 2)
         row["wer_vs_offline"] = round(row["wer"] - row["offline_wer"], 2)
     return row
@@ -164,12 +172,14 @@ def median_row(name: str, runs: list[dict]) -> dict:
         return round(statistics.median(vals), 2) if vals else None
 
     covs = [r["coverage"] for r in runs]
-    row = {"variant": name, "shifts": [r["shift_s"] for r in runs], "wer": med("wer"),
+    row = {"variant": name, "setting": runs[0].get("setting", ""), "shifts": [r["shift_s"] for r in runs],
+           "wer": med("wer"),
            "first_pass_wer": med("first_pass_wer"), "coverage": None if None in covs else min(covs),
            "lost_speech_s": max((r["lost_speech_s"] or 0.0) for r in runs),
            "sent_lost": sorted({i for r in runs for i in r["sent_lost"]}),
            "sent_duplicated": sorted({i for r in runs for i in r["sent_duplicated"]}),
-           "per_shift": [{k: r.get(k) for k in ("shift_s", "wer", "offline_wer", "wer_vs_offline")} for r in runs]}
+           "per_shift": [{k: r.get(k) for k in ("shift_s", "wer", "offline_wer", "wer_vs_offline", "text")}
+                         for r in runs]}
     if runs[0].get("offline_wer") is not None:
         row["offline_wer"] = med("offline_wer")
         row["wer_vs_offline"] = med("wer_vs_offline")
@@ -185,6 +195,8 @@ def main() -> int:
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--no-offline", action="store_true")
     ap.add_argument("--shifts", default="0", help="seconds of silence put before each file, comma-separated")
+    ap.add_argument("--setting", action="append", default=[], metavar="LABEL=FLAGS",
+                    help="run every variant once per setting, interleaved (default: one, the defaults)")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
     shifts = [float(x) for x in args.shifts.split(",") if x.strip()]
@@ -203,30 +215,40 @@ def main() -> int:
         from quality import asr_pack
 
         pack = asr_pack(args.pair, extra)
+    from quality import parse_setting
+
+    settings = [parse_setting(s) for s in args.setting] or [("", "")]
     rows = []
     tmp = tempfile.TemporaryDirectory(prefix="relay-robust-")
+    offline: dict[Path, str] = {}  # the same file's offline decode, once for all the settings
     for name, v in man["variants"].items():
         if args.only and name not in args.only:
             continue
-        runs = []
+        runs: dict[str, list[dict]] = {label: [] for label, _ in settings}
         for shift in shifts:
             wav = shifted(args.set / v["file"], shift, Path(tmp.name))
-            runs.append(run_variant(wav, name, shift, args.pair, extra, pack, sentences, ref))
-            print(json.dumps(runs[-1]), flush=True)
-        rows.append(runs[0] if len(runs) == 1 else median_row(name, runs))
+            for label, flags in settings:
+                runs[label].append(run_variant(wav, name, shift, args.pair, extra + flags.split(), pack, sentences,
+                                               ref, label, offline))
+                print(json.dumps({k: x for k, x in runs[label][-1].items() if k != "text"}), flush=True)
+        for label, _ in settings:
+            rows.append(runs[label][0] if len(shifts) == 1 else median_row(name, runs[label]))
     tmp.cleanup()
+    def tag(r: dict) -> str:
+        return f" [{r['setting']}]" if r.get("setting") else ""
+
     misses = []
     for r in rows:
         if r.get("wer_vs_offline") is not None and r["wer_vs_offline"] > WER_MARGIN:
-            misses.append(f"{r['variant']}: WER {r['wer']} vs offline {r['offline_wer']}")
+            misses.append(f"{r['variant']}{tag(r)}: WER {r['wer']} vs offline {r['offline_wer']}")
         if r["coverage"] is None or r["coverage"] < COVERAGE_MIN:
-            misses.append(f"{r['variant']}: coverage {r['coverage']}")
+            misses.append(f"{r['variant']}{tag(r)}: coverage {r['coverage']}")
         if r["sent_lost"] or r["sent_duplicated"]:
-            misses.append(f"{r['variant']}: sentences lost {r['sent_lost']}, duplicated {r['sent_duplicated']}")
-    hdr = f"{'variant':14s} {'WER':>6s} {'1st':>6s} {'offline':>7s} {'Δ':>6s} {'cover':>6s} {'lost s':>6s} {'lost':>5s} {'dup':>4s}"
+            misses.append(f"{r['variant']}{tag(r)}: sentences lost {r['sent_lost']}, duplicated {r['sent_duplicated']}")
+    hdr = f"{'variant':24s} {'WER':>6s} {'1st':>6s} {'offline':>7s} {'Δ':>6s} {'cover':>6s} {'lost s':>6s} {'lost':>5s} {'dup':>4s}"
     print(hdr)
     for r in rows:
-        print(f"{r['variant']:14s} {r['wer']:6.1f} {r['first_pass_wer'] if r['first_pass_wer'] is not None else float('nan'):6.1f} "
+        print(f"{(r['variant'] + tag(r))[:24]:24s} {r['wer']:6.1f} {r['first_pass_wer'] if r['first_pass_wer'] is not None else float('nan'):6.1f} "
               f"{r.get('offline_wer', float('nan')):7.1f} {r.get('wer_vs_offline', float('nan')):6.1f} "
               f"{r['coverage'] if r['coverage'] is not None else float('nan'):6.3f} "
               f"{r['lost_speech_s'] if r['lost_speech_s'] is not None else float('nan'):6.1f} "
