@@ -277,6 +277,7 @@ class StreamingPipeline(LocalEngine):
                                 max_backlog_s=round(f.max_backlog_s, 2),
                                 lead_in_used=f.context["used"], lead_in_fallback=f.context["fallback"],
                                 lead_in_rechecked=f.context["rechecked"],
+                                sparse_rechecked=f.sparse["rechecked"], sparse_replaced=f.sparse["replaced"],
                                 early_used=f.early["used"], early_wasted=f.early["wasted"],
                                 narrow_band=f.narrow_band,
                                 **{f"{k}_s": round(v, 3) for k, v in f.time_s.items()})

@@ -67,13 +67,14 @@ class FinalConfig:
     # country can do for you", split by applause)
     open_lead_in: bool = True
     spill_s: float = 0.3  # a continued decode whose new words mostly end this far inside the lead-in is not used
-    # a continued decode holding less than this share of the text the first pass heard in the same
-    # span (when that is at least ``thin_min_chars`` characters) is checked against a decode of the
-    # sentence alone, and the longer kept: after a previous final that missed its last words, the
-    # model read them on from the lead-in, stopped, and stretched them over the new sentence
-    # ("the connection." for 11 s of "Asterisk is an Open Source ... PBX", bench/robust quiet_-30db)
-    thin_share: float = 0.5
-    thin_min_chars: int = 12
+    # a decode holding less than this share of the text the first pass heard in the same span
+    # (when that is at least ``sparse_min_chars`` characters) is checked against a decode of the
+    # sentence alone with no prompt, and the longer kept. After a previous final that missed its
+    # last words ("... while I attempt to make"), the model read them on from the lead-in, or from
+    # the prompt that ends with them, stopped, and stretched them over the new sentence ("the
+    # connection." for 9-11 s of "Asterisk is an Open Source ... PBX", bench/robust quiet_-30db)
+    sparse_share: float = 0.5
+    sparse_min_chars: int = 12
     # a continued decode whose words end this long before the sentence's audio does is checked
     # against a decode of the sentence alone, and the one that reaches further is kept
     short_end_s: float = 1.5
@@ -229,6 +230,9 @@ class FinalStage(Stage):
         # decodes after the previous final's speech, retries without it, and continued decodes that
         # ended early and were checked against the sentence alone
         self.context = {"used": 0, "fallback": 0, "rechecked": 0}
+        # decodes far sparser than the first pass's text (sparse_share), and those a decode of the
+        # sentence alone and unprompted replaced
+        self.sparse = {"rechecked": 0, "replaced": 0}
         # an early decode of the open sentence; and how many were used, and thrown away because
         # speech came back
         self._early: _Early | None = None
@@ -456,9 +460,9 @@ class FinalStage(Stage):
         except Exception as e:  # the first pass's text stays, marked; the session goes on
             log.warning("second pass failed on %.1f-%.1f s: %s: %s", start / SR, stop / SR, type(e).__name__, e)
         split["wait"] = self._wait_for_first_pass(words[-1].end if words else stop / SR)
-        if words and continued and self._thin(words, stop):
+        if words and self._sparse(words, stop):
             t = self.clock.now()
-            words = self._recheck_thin(words, start, stop)
+            words = self._recheck_sparse(words, continued, start, stop)
             split["asr"] += self.clock.now() - t
             self.time_s["asr"] += self.clock.now() - t
         looped = bool(words) and self.cfg.drop_repeats and self.repeats.check(
@@ -576,23 +580,27 @@ class FinalStage(Stage):
             self.context["fallback"] += 1
         return alone, False
 
-    def _recognise_alone(self, audio: np.ndarray, offset: float) -> list[Word]:
-        prompt = self._prompt_text(self._prompt) if offset - self._prompt_end <= self.cfg.prompt_gap_s else ""
+    def _recognise_alone(self, audio: np.ndarray, offset: float, prompted: bool = True) -> list[Word]:
+        prompt = (self._prompt_text(self._prompt) if prompted and offset - self._prompt_end <= self.cfg.prompt_gap_s
+                  else "")
         words = self.watched(self.asr.transcribe_utterance, level(audio), prompt=prompt, beam_size=self.asr_beam)
         return [Word(w.text, w.start + offset, w.end + offset, w.probability) for w in words]
 
-    def _thin(self, words: list[Word], stop: int) -> bool:
-        """Whether a continued decode holds far less text than the first pass heard in its span."""
+    def _sparse(self, words: list[Word], stop: int) -> bool:
+        """Whether a decode holds far less text than the first pass heard in its span."""
         heard = len(norm(_join_texts([p["source"] for p in self.first.peek(stop / SR)], self.lang)))
-        return heard >= self.cfg.thin_min_chars and len(norm(join_words(words, self.lang))) < self.cfg.thin_share * heard
+        got = len(norm(join_words(words, self.lang)))
+        return heard >= self.cfg.sparse_min_chars and got < self.cfg.sparse_share * heard
 
-    def _recheck_thin(self, words: list[Word], start: int, stop: int) -> list[Word]:
-        """A thin continued decode against the sentence decoded alone: the one with more text."""
-        self.context["rechecked"] += 1
+    def _recheck_sparse(self, words: list[Word], continued: bool, start: int, stop: int) -> list[Word]:
+        """A sparse decode against the sentence decoded alone with no prompt: the one with more text."""
+        self.sparse["rechecked"] += 1
+        if continued:
+            self.context["rechecked"] += 1
         try:
             audio = np.array(self.ring.read(start, stop))
             with self.urgent():
-                alone = self._recognise_alone(audio, start / SR)
+                alone = self._recognise_alone(audio, start / SR, prompted=False)
         except Superseded:
             raise
         except Exception as e:  # the continued decode stands
@@ -600,10 +608,12 @@ class FinalStage(Stage):
             return words
         if len(norm(join_words(alone, self.lang))) <= len(norm(join_words(words, self.lang))):
             return words
-        log.debug("second pass: %.2f-%.2f s decoded alone; the lead-in decode was thin: %s", start / SR,
+        log.debug("second pass: %.2f-%.2f s decoded again alone, unprompted: the decode was sparse: %s", start / SR,
                   stop / SR, join_words(words, self.lang)[:80])
-        self.context["used"] -= 1
-        self.context["fallback"] += 1
+        self.sparse["replaced"] += 1
+        if continued:
+            self.context["used"] -= 1
+            self.context["fallback"] += 1
         return alone
 
     @property

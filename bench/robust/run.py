@@ -151,7 +151,10 @@ def run_variant(wav: Path, name: str, shift: float, pair: str, extra: list[str],
            # whether the voice gate took the audio for a telephone line (gate.BandWatch), and
            # how many finals decoded with the previous final's words as lead-in
            "narrow_band": final.get("narrow_band"), "lead_in_used": final.get("lead_in_used"),
-           "early_used": final.get("early_used"), "text": hyp}
+           "early_used": final.get("early_used"), "sparse_replaced": final.get("sparse_replaced"),
+           # first-pass pieces a sooner final overtook are never shown: first_pass_wer counts
+           # their words as missing
+           "first_pass_overtaken": final.get("first_pass_overtaken"), "text": hyp}
     if pack is not None:
         from quality import offline_transcript
 

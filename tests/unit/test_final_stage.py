@@ -378,6 +378,32 @@ def test_a_lead_in_decode_far_thinner_than_the_first_pass_is_checked_against_the
     assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 3 and len(asr.continued) == 2
     st = pipe.stage_stats()["final"]
     assert (st["lead_in_used"], st["lead_in_fallback"], st["lead_in_rechecked"]) == (0, 2, 2)
+    assert (st["sparse_rechecked"], st["sparse_replaced"]) == (2, 2)
+
+
+class PromptedSparseASR(FakeASR):
+    """Given a prompt, writes one word (the prompt's sentence read on) stretched over the audio;
+    unprompted, hears the words."""
+
+    def transcribe_utterance(self, audio, prompt="", beam_size=None):
+        if prompt:
+            return [Word(" so.", 0.0, len(audio) / SR)]
+        return super().transcribe_utterance(audio, prompt, beam_size)
+
+
+def test_a_decode_far_sparser_than_the_first_pass_is_checked_against_one_with_no_prompt():
+    # the prompt ended "... while I attempt to make"; the model wrote "the connection." for the
+    # next 9 s of speech and stopped (bench/robust quiet_-30db, real time, no lead-in decode)
+    asr = PromptedSparseASR()
+    pipe = StreamingPipeline(asr, FakeMT(), None, FakeVAD(), cfg(context_s=0), final_vad=FakeVAD())
+    finals = finals_of(run(pipe, speech(2.0, 1.0, repeats=3)))
+    assert [f.source for f in finals] == ["w0z w1z w2z w3z."] * 3
+    st = pipe.stage_stats()["final"]
+    assert (st["sparse_rechecked"], st["sparse_replaced"], st["lead_in_rechecked"]) == (2, 2, 0)
+    # a decode as long as the first pass's is not checked again
+    pipe = StreamingPipeline(FakeASR(), FakeMT(), None, FakeVAD(), cfg(context_s=0), final_vad=FakeVAD())
+    run(pipe, speech(2.0, 1.0, repeats=3))
+    assert pipe.stage_stats()["final"]["sparse_rechecked"] == 0
 
 
 class PromptASR(FakeASR):
