@@ -186,6 +186,8 @@ def figures(summary: dict, f: dict) -> dict:
         "dub_p50": _p50(summary, "e2e_dub"), "subtitle_p50": _p50(summary, "e2e_subtitle"),
         "erasure": (summary.get("display") or {}).get("erasure"),
         "rtf": summary.get("rtf"), "cpu_rtf": summary.get("cpu_rtf"), "peak_rss_mb": summary.get("peak_rss_mb"),
+        # second-pass decodes used early, and sparse decodes replaced (app.pipeline.final_stage)
+        **{k: _get(summary, f"stages.final.{k}") for k in ("early_used", "sparse_replaced")},
         "_streams": {"final": fin["resegmented"], "first_pass": fp["resegmented"]},
     }
 
