@@ -228,7 +228,7 @@ class FinalStage(Stage):
         self._prompt_end = 0.0  # source time the newest final in the prompt ended
         self._context: tuple[list[Word], int] | None = None  # the previous final's words and end sample
         # decodes after the previous final's speech, retries without it, and continued decodes that
-        # ended early and were checked against the sentence alone
+        # ended early or were sparse and were checked against the sentence alone
         self.context = {"used": 0, "fallback": 0, "rechecked": 0}
         # decodes far sparser than the first pass's text (sparse_share), and those a decode of the
         # sentence alone and unprompted replaced
